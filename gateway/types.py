@@ -1,0 +1,128 @@
+"""Leaf types shared by every layer: the clock, latency samples, backend signals, decisions.
+
+Nothing here imports from the rest of the package, performs I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal
+
+Clock = Callable[[], float]
+"""Monotonic seconds. Injected everywhere time matters so tests can drive it by hand."""
+
+Signal = Literal["ttft", "tpot", "e2e"]
+SIGNALS: tuple[Signal, ...] = ("ttft", "tpot", "e2e")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One finished request as the proxy measured it, from dispatch to the backend."""
+
+    dispatched_at: float
+    e2e: float
+    ttft: float | None = None
+    """Dispatch to first content token; None for non-streaming requests."""
+    tpot: float | None = None
+    """Mean gap between output tokens after the first; None with fewer than two tokens."""
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    ok: bool = True
+
+    def value(self, signal: Signal) -> float | None:
+        if signal == "ttft":
+            return self.ttft
+        if signal == "tpot":
+            return self.tpot
+        return self.e2e
+
+
+@dataclass(frozen=True, slots=True)
+class SLA:
+    """P90 targets in seconds; None means the signal is not part of the SLA."""
+
+    ttft_p90: float | None = None
+    tpot_p90: float | None = None
+    e2e_p90: float | None = None
+
+    def target(self, signal: Signal) -> float | None:
+        if signal == "ttft":
+            return self.ttft_p90
+        if signal == "tpot":
+            return self.tpot_p90
+        return self.e2e_p90
+
+    def targets(self) -> dict[Signal, float]:
+        return {s: t for s in SIGNALS if (t := self.target(s)) is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSignals:
+    """What one scrape of a vLLM server's /metrics said, taken at `at` (clock seconds)."""
+
+    at: float
+    kv_usage: float | None = None
+    """Fraction of KV-cache blocks in use, 0..1."""
+    waiting: float | None = None
+    running: float | None = None
+    preemptions_total: float | None = None
+    kv_capacity_tokens: int | None = None
+    """num_gpu_blocks x block_size from vllm:cache_config_info."""
+    ttft_p90: float | None = None
+    """Window P90s from the backend's own histograms (bucket deltas since the previous scrape)."""
+    tpot_p90: float | None = None
+    e2e_p90: float | None = None
+    finished: float = 0.0
+    """Requests the backend finished since the previous scrape (e2e histogram count delta)."""
+
+    def p90(self, signal: Signal) -> float | None:
+        if signal == "ttft":
+            return self.ttft_p90
+        if signal == "tpot":
+            return self.tpot_p90
+        return self.e2e_p90
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything a limit algorithm is told at one control tick. Pure data."""
+
+    now: float
+    limit: int
+    ceiling: int
+    """Hard upper bound: configured max, or the KV-derived ceiling when lower."""
+    floor: int
+    inflight: int
+    peak_inflight: int
+    """Highest inflight since the previous tick: tells whether the limit was binding."""
+    queued: int
+    """Requests waiting in the gateway that this backend could serve."""
+    p90: dict[Signal, float]
+    """Window P90 per signal over samples dispatched since the last limit change."""
+    p50: dict[Signal, float]
+    sample_count: int
+    min_e2e_per_token: float | None = None
+    """Lowest e2e seconds per output token seen recently: the no-load latency estimate."""
+    signals: BackendSignals | None = None
+    preemptions_delta: float = 0.0
+    """Preemptions counted by the backend since the previous tick."""
+    since_change: float = 0.0
+    """Seconds since the limit last changed."""
+
+
+class Direction(str, Enum):
+    UP = "up"
+    DOWN = "down"
+    HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    limit: int
+    direction: Direction
+    reason: str
+    """A short machine-friendly word (metric label), e.g. 'p90_over_target', 'preemptions'."""
+    detail: str = ""
+    """Human explanation with the numbers, for /admin/state."""
