@@ -1,0 +1,246 @@
+"""The OpenAI endpoints: read and check the request, wait for a slot, forward, account.
+
+A raw ASGI handler rather than a framework endpoint: this is the hot path, and it needs the receive
+channel for itself to notice a client that goes away while its request waits or streams.
+Every lease taken here is released exactly once, in `finally`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from typing import cast
+
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from gateway.admission import Rejected, Ticket
+from gateway.backends import Backend, Lease
+from gateway.config import GatewayConfig
+from gateway.dispatch import Dispatch
+from gateway.errors import GatewayError
+from gateway.proxy import HOP_BY_HOP, Exchange, Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.telemetry import Telemetry
+from gateway.types import Clock
+
+log = logging.getLogger("gateway.api")
+
+CLIENT_CLOSED = 499
+"""Status recorded (never sent) for a request whose client went away."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was read."""
+
+
+class OpenAIProxy:
+    """ASGI app for POST /v1/chat/completions, /v1/completions and /v1/embeddings."""
+
+    def __init__(self, config: GatewayConfig, dispatch: Dispatch, upstream: Upstream,
+                 telemetry: Telemetry, clock: Clock) -> None:
+        self._config = config
+        self._dispatch = dispatch
+        self._upstream = upstream
+        self._telemetry = telemetry
+        self._clock = clock
+        self._tenants = config.tenant_for_key()
+        self._priority = {t.name: t.priority for t in config.tenants}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._handle(scope, receive, send)
+        except GatewayError as err:
+            await respond_error(send, err)
+        except ClientGone:
+            pass
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = self._clock()
+        if scope["method"] != "POST":
+            raise GatewayError(405, f"{scope['method']} is not allowed here; use POST", "method_not_allowed")
+        forward: dict[str, str] = {}
+        content_length = -1
+        auth = request_id = priority_header = timeout_header = None
+        for raw_name, raw_value in scope["headers"]:
+            if raw_name == b"content-length":
+                content_length = int(raw_value) if raw_value.isdigit() else -1
+            elif raw_name == b"authorization":
+                auth = raw_value
+            elif raw_name == b"x-request-id":
+                request_id = raw_value.decode("latin-1")
+            elif raw_name == b"x-priority":
+                priority_header = raw_value
+            elif raw_name == b"x-queue-timeout":
+                timeout_header = raw_value
+            if raw_name not in HOP_BY_HOP:
+                forward[raw_name.decode("latin-1")] = raw_value.decode("latin-1")
+        request_id = request_id or os.urandom(12).hex()
+        forward["x-request-id"] = request_id
+
+        limit = self._config.max_body_bytes
+        if content_length > limit:
+            raise GatewayError(413, f"request body of {content_length} bytes is over the limit of "
+                               f"{limit} bytes", "request_too_large")
+        body = await read_body(receive, limit)
+        tenant = self._tenant(auth)
+        model, streaming = parse_request(body)
+        if not self._dispatch.pool.known(model):
+            raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found",
+                               param="model")
+        ticket = Ticket(tenant=tenant, priority=self._parse_priority(priority_header, tenant),
+                        timeout=_parse_seconds(timeout_header), request_id=request_id)
+        await self._admit_and_forward(scope, receive, send, model, streaming, body, forward, ticket,
+                                      arrived)
+
+    async def _admit_and_forward(
+        self, scope: Scope, receive: Receive, send: Send, model: str, streaming: bool, body: bytes,
+        forward: dict[str, str], ticket: Ticket, arrived: float,
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
+        telemetry = self._telemetry
+        lease: Lease | None = None
+        result: Exchange | None = None
+        status = 500
+        backend_name = ""
+        try:
+            try:
+                # The pool is the queue's dispatcher, so what it hands out is the pool's Lease.
+                lease = cast(Lease, await self._dispatch.queue(model).admit(ticket))
+            except Rejected as rej:
+                telemetry.rejected(model, rej.reason)
+                status = rej.status
+                raise GatewayError(rej.status, rej.message, rej.reason,
+                                   retry_after=rej.retry_after,
+                                   should_retry=rej.should_retry) from None
+            telemetry.queued(model, self._clock() - arrived)
+            tried: list[Backend] = []
+            while lease is not None:
+                backend_name = lease.backend
+                extra = [(b"x-gateway-backend", backend_name.encode()),
+                         (b"x-request-id", ticket.request_id.encode() if ticket.request_id else b"")]
+                try:
+                    result = await self._upstream.exchange(
+                        lease, scope["path"], body, forward, send, streaming=streaming,
+                        extra_headers=extra)
+                    break
+                except (UpstreamUnavailable, UpstreamTimeout) as exc:
+                    failed, lease = lease, None
+                    failed.release(None)
+                    tried.append(failed.target)
+                    if failed.target.record_failure(str(exc)):
+                        log.warning("backend %s ejected: %s", failed.backend, exc)
+                    if len(tried) > self._config.retries:
+                        status = 504 if isinstance(exc, UpstreamTimeout) else 502
+                        raise GatewayError(status, f"upstream failed: {exc}",
+                                           "upstream_timeout" if status == 504 else "bad_gateway",
+                                           retry_after=1.0) from None
+                    lease = self._dispatch.pool.try_acquire(model, exclude=tried)
+                    if lease is None:
+                        status = 503
+                        raise GatewayError(503, f"no other backend could take the request after: "
+                                           f"{exc}", "no_backend", retry_after=1.0) from None
+            assert result is not None and lease is not None
+            status = result.status
+            if result.failed:
+                lease.target.record_failure(f"request failed with {status}")
+            elif status < 500:
+                lease.target.record_success()
+        except asyncio.CancelledError:
+            if not gone.is_set():
+                raise
+            task.uncancel()
+            status = CLIENT_CLOSED
+        finally:
+            watcher.cancel()
+            if lease is not None:
+                lease.release(result.sample if result is not None else None)
+            telemetry.finished(model, backend_name, status, arrived, self._clock(),
+                               result.first_token_at if result is not None else None)
+
+    def _tenant(self, auth: bytes | None) -> str:
+        if not self._tenants:
+            return "default"
+        key = auth[7:].decode("latin-1") if auth and auth[:7].lower() == b"bearer " else None
+        tenant = self._tenants.get(key) if key else None
+        if tenant is None:
+            raise GatewayError(401, "Incorrect API key provided." if key else
+                               "Missing API key: send it as 'Authorization: Bearer <key>'.",
+                               "invalid_api_key")
+        return tenant.name
+
+    def _parse_priority(self, header: bytes | None, tenant: str) -> int:
+        if header is not None:
+            try:
+                return int(header)
+            except ValueError:
+                raise GatewayError(400, "x-priority must be an integer", "invalid_priority",
+                                   param="x-priority") from None
+        return self._priority.get(tenant, 0)
+
+
+def _parse_seconds(header: bytes | None) -> float | None:
+    if header is None:
+        return None
+    try:
+        value = float(header)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise GatewayError(400, "x-queue-timeout must be a positive number of seconds",
+                           "invalid_timeout", param="x-queue-timeout")
+    return value
+
+
+async def _watch_disconnect(receive: Receive, task: asyncio.Task[None], gone: asyncio.Event) -> None:
+    """Cancel the request's task when its client disconnects (uvicorn reports http.disconnect)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            task.cancel()
+            return
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body, refusing with 413 as soon as it passes `limit` (reading no more)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"request body is over the limit of {limit} bytes",
+                               "request_too_large")
+        parts.append(chunk)
+        if not message.get("more_body"):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def parse_request(body: bytes) -> tuple[str, bool]:
+    """(model, streaming) from an OpenAI request body, or a 400 in OpenAI's shape."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(payload, dict):
+        raise GatewayError(400, "request body must be a JSON object", "invalid_request")
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise GatewayError(400, "you must provide a model parameter", "missing_model",
+                           param="model")
+    return model, payload.get("stream") is True
+
+
+async def respond_error(send: Send, err: GatewayError) -> None:
+    with contextlib.suppress(RuntimeError):  # a response already started cannot be replaced
+        await send({"type": "http.response.start", "status": err.status,
+                    "headers": err.headers()})
+        await send({"type": "http.response.body", "body": err.body()})

@@ -1,0 +1,212 @@
+"""`create_app(config)`: wiring only. Builds the pool, queues, proxy and loops, and routes requests.
+
+Routing is a dictionary lookup on the exact path: the gateway has a handful of fixed routes and the
+hot ones should not pay for pattern matching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from gateway import limits
+from gateway.api import OpenAIProxy, respond_error
+from gateway.backends import Backend, Pool
+from gateway.config import GatewayConfig
+from gateway.dispatch import Dispatch
+from gateway.errors import GatewayError
+from gateway.limiter import Limiter
+from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.monitor import BackendMonitor, stop_tasks
+from gateway.proxy import Upstream
+from gateway.telemetry import Telemetry
+from gateway.types import SIGNALS, Clock, Direction
+
+log = logging.getLogger("gateway")
+
+Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Gateway:
+    """The ASGI application. `Gateway(config)` builds everything; the lifespan starts the loops."""
+
+    def __init__(self, config: GatewayConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or time.monotonic
+        self.metrics = Metrics()
+        self.metrics.set_sla(config.sla)
+        self.telemetry = Telemetry(self.metrics)
+        self.backends = [self._make_backend(i) for i in range(len(config.backends))]
+        self.pool = Pool(self.backends, self.clock)
+        self.dispatch = Dispatch(self.pool, config, self.clock)
+        self.upstream = Upstream(config.timeouts, self.clock)
+        self.started_at = self.clock()
+        self._tasks: list[asyncio.Task[None]] = []
+        proxy = OpenAIProxy(config, self.dispatch, self.upstream, self.telemetry, self.clock)
+        self.routes: dict[str, Handler] = {
+            "/v1/chat/completions": proxy,
+            "/v1/completions": proxy,
+            "/v1/embeddings": proxy,
+            "/v1/models": self._models,
+            "/health": self._health,
+            "/metrics": self._metrics,
+            "/admin/state": self._state,
+        }
+
+    def _make_backend(self, index: int) -> Backend:
+        bc = self.config.backends[index]
+        algorithm = limits.create(self.config.controller.algorithm, self.config.controller.params,
+                                  self.config.sla)
+        backend_ref: list[Backend] = []
+        limiter = Limiter(
+            algorithm, clock=self.clock, floor=bc.min_concurrency, max_limit=bc.max_concurrency,
+            window_seconds=self.config.controller.window_seconds,
+            min_samples=self.config.controller.min_samples,
+            on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
+        )
+        backend = Backend(bc, limiter, self.config.health, self.clock)
+        backend_ref.append(backend)
+        return backend
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            handler = self.routes.get(scope["path"])
+            if handler is None:
+                await respond_error(send, GatewayError(404, f"no route for {scope['path']}",
+                                                       "not_found"))
+                return
+            await handler(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    # --- lifespan ---
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def start(self) -> None:
+        await self.upstream.start()
+        timeout = max(1.0, min(5.0, self.config.health.interval * 2))
+        monitors = [
+            BackendMonitor(b, self.upstream.session, clock=self.clock,
+                           timeout=timeout,
+                           on_available=self.dispatch.wake)
+            for b in self.backends
+        ]
+        # One round before serving, so models are known and healthy backends are in rotation.
+        await asyncio.gather(*(m.check_once() for m in monitors))
+        for m in monitors:
+            self._tasks.append(asyncio.create_task(self._monitor_loop(m)))
+            self._tasks.append(asyncio.create_task(self._control_loop(m.backend)))
+        for b in self.backends:
+            log.info("backend %s %s: %s", b.name, "up" if b.healthy else "DOWN",
+                     ", ".join(sorted(b.models)) or b.last_error)
+
+    async def stop(self) -> None:
+        await stop_tasks(self._tasks)
+        self._tasks.clear()
+        await self.upstream.close()
+
+    async def _monitor_loop(self, monitor: BackendMonitor) -> None:
+        while True:
+            await asyncio.sleep(self.config.health.interval)
+            await monitor.check_once()
+
+    async def _control_loop(self, backend: Backend) -> None:
+        while True:
+            await asyncio.sleep(self.config.controller.interval)
+            decision = backend.limiter.tick(self.dispatch.queued_for(backend))
+            if decision.direction is not Direction.HOLD:
+                self.metrics.adjustments.labels(backend.name, decision.direction.value,
+                                                decision.reason).inc()
+                log.info("%s limit %s to %d (%s): %s", backend.name, decision.direction.value,
+                         decision.limit, decision.reason, decision.detail)
+
+    # --- plain routes ---
+
+    async def _models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        created = int(time.time())
+        data = [{"id": m, "object": "model", "created": created, "owned_by": "llm-gateway"}
+                for m in self.pool.models()]
+        await send_json(send, 200, {"object": "list", "data": data})
+
+    async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        now = self.clock()
+        up = [b.name for b in self.backends if b.in_rotation(now)]
+        await send_json(send, 200 if up else 503,
+                        {"status": "ok" if up else "no healthy backend", "backends_up": up})
+
+    async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.refresh_gauges()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", CONTENT_TYPE.encode())]})
+        await send({"type": "http.response.body", "body": self.metrics.render()})
+
+    async def _state(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, 200, self.state())
+
+    def refresh_gauges(self) -> None:
+        """Gauges are set when scraped, keeping the request path free of gauge updates."""
+        m = self.metrics
+        now = self.clock()
+        for b in self.backends:
+            lim = b.limiter
+            m.inflight.labels(b.name).set(lim.inflight)
+            m.limit.labels(b.name).set(lim.limit)
+            m.ceiling.labels(b.name).set(lim.ceiling)
+            m.floor.labels(b.name).set(lim.floor)
+            m.backend_up.labels(b.name).set(1 if b.in_rotation(now) else 0)
+            p90 = lim.p90()
+            for signal in SIGNALS:
+                if signal in p90:
+                    m.latency_p90.labels(b.name, signal).set(p90[signal])
+            s = b.signals
+            if s is not None:
+                if s.kv_usage is not None:
+                    m.kv_usage.labels(b.name).set(s.kv_usage)
+                if s.waiting is not None:
+                    m.waiting.labels(b.name).set(s.waiting)
+        for model, q in self.dispatch.queues.items():
+            m.queue_depth.labels(model).set(q.depth)
+            m.capacity_exhausted.labels(model).set(1 if self.dispatch.capacity_exhausted(model) else 0)
+
+    def state(self) -> dict[str, object]:
+        now = self.clock()
+        return {
+            "uptime_seconds": round(now - self.started_at, 3),
+            "algorithm": self.config.controller.algorithm,
+            "sla": self.config.sla.targets(),
+            "backends": [b.state(now) for b in self.backends],
+            "models": {
+                model: {**q.state(), "capacity_exhausted": self.dispatch.capacity_exhausted(model)}
+                for model, q in self.dispatch.queues.items()
+            },
+        }
+
+
+async def send_json(send: Send, status: int, payload: object) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": orjson.dumps(payload)})
+
+
+def create_app(config: GatewayConfig, *, clock: Clock | None = None) -> Gateway:
+    return Gateway(config, clock=clock)

@@ -1,0 +1,143 @@
+"""`llm-gateway`: serve, sim, demo, check-config. Each subcommand imports its module only when run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+_ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
+
+
+def _add_gateway_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default 8080)")
+    p.add_argument("--sla-ttft-p90", type=float, metavar="SECONDS",
+                   help="P90 time-to-first-token target (default 1.0 when no SLA is given)")
+    p.add_argument("--sla-tpot-p90", type=float, metavar="SECONDS",
+                   help="P90 time-per-output-token target")
+    p.add_argument("--sla-e2e-p90", type=float, metavar="SECONDS",
+                   help="P90 end-to-end latency target")
+    p.add_argument("--algorithm", choices=_ALGORITHMS, help="concurrency limit algorithm (default sla)")
+    p.add_argument("--max-queue", type=int, metavar="N", help="admission queue bound per model")
+    p.add_argument("--queue-timeout", type=float, metavar="SECONDS",
+                   help="longest a request may wait in the queue")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-gateway", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway in front of vLLM backends")
+    serve.add_argument("--config", metavar="PATH", help="YAML config file (see config/gateway.yaml)")
+    serve.add_argument("--backend", action="append", default=[], metavar="URL",
+                       help="a vLLM server's base URL; repeat for several (instead of --config)")
+    _add_gateway_flags(serve)
+
+    demo = sub.add_parser("demo", help="gateway plus two simulated vLLM backends on localhost")
+    _add_gateway_flags(demo)
+    demo.add_argument("--profile", default="llama3-8b-h100", help="simulator profile")
+    demo.add_argument("--model", default="demo-model", help="model name the backends serve")
+
+    check = sub.add_parser("check-config", help="validate a config file; exit 2 on problems")
+    check.add_argument("path")
+
+    from gateway.sim import cli as sim_cli
+
+    sim_cli.configure_parser(
+        sub.add_parser("sim", help="run a simulated vLLM server (no GPU needed)")
+    )
+    return parser
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config mapping fragments that command-line flags set."""
+    out: dict[str, Any] = {}
+    if args.host is not None or args.port is not None:
+        out["listen"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    sla = {k: v for k, v in (("ttft_p90", args.sla_ttft_p90), ("tpot_p90", args.sla_tpot_p90),
+                             ("e2e_p90", args.sla_e2e_p90)) if v is not None}
+    if sla:
+        out["sla"] = sla
+    if args.algorithm is not None:
+        out["controller"] = {"algorithm": args.algorithm}
+    queue = {k: v for k, v in (("max_depth", args.max_queue), ("timeout", args.queue_timeout))
+             if v is not None}
+    if queue:
+        out["queue"] = queue
+    return out
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import yaml
+
+    from gateway.app import create_app
+    from gateway.config import ConfigError, parse_config
+    from gateway.server import run
+
+    data: dict[str, Any] = {}
+    if args.config:
+        try:
+            with open(args.config) as f:
+                data = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"llm-gateway: cannot read {args.config}: {exc}", file=sys.stderr)
+            return 2
+    if args.backend:
+        data["backends"] = list(args.backend)
+    try:
+        config = parse_config(merge(data, overrides(args)))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"llm-gateway: {problem}", file=sys.stderr)
+        return 2
+    run(create_app(config), config.host, config.port, grace=config.shutdown_grace,
+        log_level=args.log_level)
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from gateway.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{args.path}: {problem}" if not problem.startswith(args.path) else problem)
+        return 2
+    print(f"{args.path}: OK ({len(config.backends)} backends, algorithm "
+          f"{config.controller.algorithm}, SLA {config.sla.targets()})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "check-config":
+        return _check_config(args)
+    if args.command == "demo":
+        from gateway.demo import run_demo
+
+        return run_demo(args, overrides(args))
+    if args.command == "sim":
+        from gateway.sim import cli as sim_cli
+
+        return sim_cli.run(args)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""Typed configuration, parsed once from a mapping (a YAML file or CLI flags) and validated.
+
+Every problem is collected, not just the first, so `llm-gateway check-config` can print one line each.
+Secrets never need to live in the file: any `api_key` may be given as `api_key_env: NAME` instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from gateway.types import SLA
+
+
+class ConfigError(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class BackendConfig:
+    url: str
+    name: str
+    models: tuple[str, ...] = ()
+    """Pinned model names; empty means discover them from the backend's /v1/models."""
+    api_key: str | None = None
+    min_concurrency: int = 1
+    max_concurrency: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TenantConfig:
+    name: str
+    api_keys: tuple[str, ...] = ()
+    weight: float = 1.0
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    algorithm: str = "sla"
+    params: Mapping[str, object] = field(default_factory=dict)
+    interval: float = 1.0
+    window_seconds: float = 30.0
+    min_samples: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    max_depth: int = 1024
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutConfig:
+    connect: float = 5.0
+    first_byte: float = 300.0
+    """Dispatch until the first body byte: the backend's own queue plus prefill."""
+    idle: float = 60.0
+    """Longest gap between two chunks of a response."""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthConfig:
+    interval: float = 1.0
+    """Seconds between /health and /metrics scrapes of each backend."""
+    failure_threshold: int = 3
+    """Consecutive failed requests or checks before a backend is taken out."""
+    backoff_initial: float = 1.0
+    backoff_max: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    backends: tuple[BackendConfig, ...]
+    host: str = "127.0.0.1"
+    port: int = 8080
+    sla: SLA = field(default_factory=lambda: SLA(ttft_p90=1.0))
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    queue: QueueConfig = field(default_factory=QueueConfig)
+    timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    tenants: tuple[TenantConfig, ...] = ()
+    max_body_bytes: int = 16 * 1024 * 1024
+    retries: int = 1
+    shutdown_grace: float = 30.0
+
+    def tenant_for_key(self) -> dict[str, TenantConfig]:
+        return {key: t for t in self.tenants for key in t.api_keys}
+
+    def with_overrides(self, **changes: Any) -> GatewayConfig:
+        return replace(self, **changes)
+
+
+class _Reader:
+    """Pulls typed values out of a nested mapping, recording problems with their dotted paths."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.problems: list[str] = []
+        self.env = env
+
+    def section(self, data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+        value = data.get(key, {})
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.problems.append(f"{path}{key}: must be a mapping")
+            return {}
+        return value
+
+    def unknown(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None:
+        for key in data:
+            if key not in allowed:
+                self.problems.append(f"{path}{key}: unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def number(
+        self, data: Mapping[str, Any], key: str, default: float, path: str, *, minimum: float = 0.0,
+        integer: bool = False, exclusive: bool = False,
+    ) -> Any:
+        value = data.get(key, default)
+        kind = "an integer" if integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+            integer and not isinstance(value, int)
+        ):
+            self.problems.append(f"{path}{key}: must be {kind}, got {value!r}")
+            return default
+        if value < minimum or (exclusive and value == minimum):
+            sign = ">" if exclusive else ">="
+            self.problems.append(f"{path}{key}: must be {sign} {minimum}, got {value!r}")
+            return default
+        return value
+
+    def optional_seconds(self, data: Mapping[str, Any], key: str, path: str) -> float | None:
+        if data.get(key) is None:
+            return None
+        value = self.number(data, key, 0.0, path, exclusive=True)
+        return float(value) if value else None
+
+    def secret(self, data: Mapping[str, Any], key: str, path: str) -> str | None:
+        """`key: literal` or `key_env: VAR` (read from the environment, which must define it)."""
+        literal = data.get(key)
+        env_name = data.get(f"{key}_env")
+        if literal is not None and env_name is not None:
+            self.problems.append(f"{path}{key}: give either {key} or {key}_env, not both")
+        if env_name is not None:
+            if not isinstance(env_name, str) or env_name not in self.env:
+                self.problems.append(f"{path}{key}_env: environment variable {env_name!r} is not set")
+                return None
+            return self.env[env_name]
+        if literal is not None and not isinstance(literal, str):
+            self.problems.append(f"{path}{key}: must be a string")
+            return None
+        return literal
+
+
+def _backend_name(url: str, index: int) -> str:
+    parts = urlsplit(url)
+    return parts.netloc or f"backend-{index}"
+
+
+def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
+    path = f"backends[{index}]."
+    if isinstance(raw, str):
+        raw = {"url": raw}
+    if not isinstance(raw, Mapping):
+        r.problems.append(f"backends[{index}]: must be a URL or a mapping with 'url'")
+        return None
+    r.unknown(raw, {"url", "name", "models", "api_key", "api_key_env", "min_concurrency",
+                    "max_concurrency"}, path)
+    url = raw.get("url")
+    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        r.problems.append(f"{path}url: must be an http(s) URL like http://127.0.0.1:8000, got {url!r}")
+        return None
+    models = raw.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+        r.problems.append(f"{path}models: must be a list of model names")
+        models = []
+    lo = r.number(raw, "min_concurrency", 1, path, minimum=1, integer=True)
+    hi = r.number(raw, "max_concurrency", 256, path, minimum=1, integer=True)
+    if lo > hi:
+        r.problems.append(f"{path}min_concurrency: {lo} is above max_concurrency {hi}")
+    name = raw.get("name") or _backend_name(url, index)
+    return BackendConfig(
+        url=url.rstrip("/"), name=str(name), models=tuple(models),
+        api_key=r.secret(raw, "api_key", path), min_concurrency=lo, max_concurrency=hi,
+    )
+
+
+def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
+    path = f"tenants[{index}]."
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        r.problems.append(f"tenants[{index}]: must be a mapping with a 'name'")
+        return None
+    r.unknown(raw, {"name", "api_keys", "api_keys_env", "weight", "priority"}, path)
+    keys: list[str] = []
+    listed = raw.get("api_keys", [])
+    if not isinstance(listed, list) or not all(isinstance(k, str) and k for k in listed):
+        r.problems.append(f"{path}api_keys: must be a list of strings")
+    else:
+        keys.extend(listed)
+    env_names = raw.get("api_keys_env", [])
+    if not isinstance(env_names, list):
+        r.problems.append(f"{path}api_keys_env: must be a list of environment variable names")
+        env_names = []
+    for var in env_names:
+        if var not in r.env:
+            r.problems.append(f"{path}api_keys_env: environment variable {var!r} is not set")
+        else:
+            keys.append(r.env[var])
+    priority = r.number(raw, "priority", 0, path, minimum=-1000, integer=True)
+    weight = r.number(raw, "weight", 1.0, path, exclusive=True)
+    return TenantConfig(name=raw["name"], api_keys=tuple(keys), weight=float(weight),
+                        priority=priority)
+
+
+def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Build a GatewayConfig or raise ConfigError listing every problem found."""
+    r = _Reader(os.environ if env is None else env)
+    r.unknown(data, {"listen", "backends", "sla", "controller", "queue", "timeouts", "health",
+                     "tenants", "max_body_bytes", "retries", "shutdown_grace"}, "")
+    listen = r.section(data, "listen", "")
+    r.unknown(listen, {"host", "port"}, "listen.")
+    host = listen.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        r.problems.append("listen.host: must be a host name or address")
+        host = "127.0.0.1"
+    port = r.number(listen, "port", 8080, "listen.", integer=True)
+    if port > 65535:
+        r.problems.append(f"listen.port: must be <= 65535, got {port}")
+
+    raw_backends = data.get("backends")
+    backends: list[BackendConfig] = []
+    if not isinstance(raw_backends, list) or not raw_backends:
+        r.problems.append("backends: at least one backend is required (a list of URLs or mappings)")
+    else:
+        for i, raw in enumerate(raw_backends):
+            if (b := _parse_backend(r, raw, i)) is not None:
+                backends.append(b)
+        names = [b.name for b in backends]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            r.problems.append(f"backends: name {dup!r} is used more than once")
+
+    sla_raw = r.section(data, "sla", "")
+    r.unknown(sla_raw, {"ttft_p90", "tpot_p90", "e2e_p90"}, "sla.")
+    sla = SLA(*(r.optional_seconds(sla_raw, k, "sla.") for k in ("ttft_p90", "tpot_p90", "e2e_p90")))
+    if not sla.targets() and "sla" not in data:
+        sla = SLA(ttft_p90=1.0)
+
+    c = r.section(data, "controller", "")
+    r.unknown(c, {"algorithm", "params", "interval", "window_seconds", "min_samples"}, "controller.")
+    params = c.get("params", {})
+    if not isinstance(params, Mapping):
+        r.problems.append("controller.params: must be a mapping")
+        params = {}
+    controller = ControllerConfig(
+        algorithm=str(c.get("algorithm", "sla")), params=dict(params),
+        interval=float(r.number(c, "interval", 1.0, "controller.", exclusive=True)),
+        window_seconds=float(r.number(c, "window_seconds", 30.0, "controller.", exclusive=True)),
+        min_samples=r.number(c, "min_samples", 8, "controller.", minimum=1, integer=True),
+    )
+
+    q = r.section(data, "queue", "")
+    r.unknown(q, {"max_depth", "timeout"}, "queue.")
+    queue = QueueConfig(
+        max_depth=r.number(q, "max_depth", 1024, "queue.", integer=True),
+        timeout=float(r.number(q, "timeout", 30.0, "queue.", exclusive=True)),
+    )
+    t = r.section(data, "timeouts", "")
+    r.unknown(t, {"connect", "first_byte", "idle"}, "timeouts.")
+    timeouts = TimeoutConfig(*(
+        float(r.number(t, k, d, "timeouts.", exclusive=True))
+        for k, d in (("connect", 5.0), ("first_byte", 300.0), ("idle", 60.0))
+    ))
+    h = r.section(data, "health", "")
+    r.unknown(h, {"interval", "failure_threshold", "backoff_initial", "backoff_max"}, "health.")
+    health = HealthConfig(
+        interval=float(r.number(h, "interval", 1.0, "health.", exclusive=True)),
+        failure_threshold=r.number(h, "failure_threshold", 3, "health.", minimum=1, integer=True),
+        backoff_initial=float(r.number(h, "backoff_initial", 1.0, "health.", exclusive=True)),
+        backoff_max=float(r.number(h, "backoff_max", 30.0, "health.", exclusive=True)),
+    )
+    raw_tenants = data.get("tenants", [])
+    tenants: list[TenantConfig] = []
+    if not isinstance(raw_tenants, list):
+        r.problems.append("tenants: must be a list")
+    else:
+        for i, raw in enumerate(raw_tenants):
+            if (tc := _parse_tenant(r, raw, i)) is not None:
+                tenants.append(tc)
+        seen: dict[str, str] = {}
+        for tc in tenants:
+            for key in tc.api_keys:
+                if key in seen and seen[key] != tc.name:
+                    r.problems.append(f"tenants: an API key is given to both {seen[key]!r} and "
+                                      f"{tc.name!r}")
+                seen[key] = tc.name
+
+    config = GatewayConfig(
+        backends=tuple(backends), host=host, port=port, sla=sla, controller=controller,
+        queue=queue, timeouts=timeouts, health=health, tenants=tuple(tenants),
+        max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1,
+                                integer=True),
+        retries=r.number(data, "retries", 1, "", integer=True),
+        shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
+    )
+    _check_algorithm(r, config)
+    if r.problems:
+        raise ConfigError(r.problems)
+    return config
+
+
+def _check_algorithm(r: _Reader, config: GatewayConfig) -> None:
+    from gateway import limits
+
+    try:
+        limits.create(config.controller.algorithm, config.controller.params, config.sla)
+    except ValueError as exc:
+        r.problems.append(f"controller: {exc}")
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror}"]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{path}: not valid YAML: {exc}"]) from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError([f"{path}: the top level must be a mapping"])
+    return parse_config(data, env)

@@ -1,0 +1,46 @@
+"""The pool plus one admission queue per model: who gets the next free slot, and when.
+
+Queues are made on first use, since models are discovered at run time. When a backend frees a slot,
+raises its limit or comes back, only the queues of the models it serves are woken.
+"""
+
+from __future__ import annotations
+
+from gateway.admission import AdmissionQueue
+from gateway.backends import Backend, Pool
+from gateway.config import GatewayConfig
+from gateway.types import Clock
+
+
+class Dispatch:
+    def __init__(self, pool: Pool, config: GatewayConfig, clock: Clock) -> None:
+        self.pool = pool
+        self._config = config
+        self._clock = clock
+        self._weights = {t.name: t.weight for t in config.tenants}
+        self.queues: dict[str, AdmissionQueue] = {}
+
+    def queue(self, model: str) -> AdmissionQueue:
+        q = self.queues.get(model)
+        if q is None:
+            q = AdmissionQueue(
+                model, self.pool, clock=self._clock,
+                max_depth=self._config.queue.max_depth, timeout=self._config.queue.timeout,
+                tenant_weights=self._weights,
+            )
+            self.queues[model] = q
+        return q
+
+    def wake(self, backend: Backend) -> None:
+        for model in backend.models:
+            q = self.queues.get(model)
+            if q is not None and q.depth:
+                q.wake()
+
+    def queued_for(self, backend: Backend) -> int:
+        return sum(q.depth for m, q in self.queues.items() if m in backend.models)
+
+    def capacity_exhausted(self, model: str) -> bool:
+        q = self.queues.get(model)
+        return q is not None and q.depth > 0 and self.pool.all_busy(model)
+

@@ -1,0 +1,109 @@
+"""Active health checks and metric scrapes, one loop per backend.
+
+Every `health.interval`: GET /health (200 means the engine is alive), GET /metrics (parsed into
+BackendSignals for the limiter), and GET /v1/models when the backend has no models yet or just came
+back. A failed check counts like a failed request toward ejection; a passing one puts the backend back
+once its ejection backoff has run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+
+from gateway.backends import Backend
+from gateway.histogram import window_count, window_quantile
+from gateway.types import BackendSignals, Clock
+from gateway.vllm_metrics import VllmScrape, parse_vllm_metrics
+
+log = logging.getLogger("gateway.monitor")
+
+
+class BackendMonitor:
+    def __init__(self, backend: Backend, session: aiohttp.ClientSession, *, clock: Clock,
+                 timeout: float, on_available: Callable[[Backend], None]) -> None:
+        self.backend = backend
+        self._session = session
+        self._clock = clock
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._on_available = on_available
+        self._previous: VllmScrape | None = None
+        self._headers = ({"Authorization": f"Bearer {backend.config.api_key}"}
+                         if backend.config.api_key else {})
+
+    async def check_once(self) -> None:
+        b = self.backend
+        try:
+            await self._check()
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            reason = f"health check failed: {exc.__class__.__name__}: {exc}".rstrip(": ")
+            if b.healthy and b.record_failure(reason):
+                log.warning("backend %s taken out of rotation: %s", b.name, reason)
+            elif not b.healthy:
+                b.last_error = reason
+            return
+        if b.mark_healthy():
+            log.info("backend %s is healthy, models: %s", b.name, ", ".join(sorted(b.models)))
+        if b.in_rotation(self._clock()):
+            self._on_available(b)
+
+    async def _check(self) -> None:
+        b = self.backend
+        async with self._session.get(f"{b.url}/health", timeout=self._timeout,
+                                     headers=self._headers) as resp:
+            if resp.status != 200:
+                raise ValueError(f"/health answered {resp.status}")
+            await resp.read()
+        if not b.config.models and (not b.models or not b.healthy):
+            async with self._session.get(f"{b.url}/v1/models", timeout=self._timeout,
+                                         headers=self._headers) as resp:
+                if resp.status != 200:
+                    raise ValueError(f"/v1/models answered {resp.status}")
+                data = orjson.loads(await resp.read())
+            b.models = frozenset(m["id"] for m in data.get("data", []) if isinstance(m, dict))
+        async with self._session.get(f"{b.url}/metrics", timeout=self._timeout,
+                                     headers=self._headers) as resp:
+            if resp.status != 200:
+                return  # not every OpenAI-compatible server exports metrics; latency still works
+            text = await resp.text()
+        scrape = parse_vllm_metrics(text)
+        signals = to_signals(scrape, self._previous, self._clock())
+        self._previous = scrape
+        b.signals = signals
+        b.limiter.observe(signals)
+
+
+def to_signals(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> BackendSignals:
+    """Turn a scrape, and the difference from the one before, into the limiter's view."""
+
+    def p90(signal: str) -> float | None:
+        current = scrape.histograms.get(signal)
+        if not current:
+            return None
+        before = previous.histograms.get(signal) if previous is not None else None
+        if before is None or window_count(before, current) <= 0:
+            return None
+        return window_quantile(0.9, before, current)
+
+    finished = 0.0
+    e2e = scrape.histograms.get("e2e")
+    if e2e and previous is not None and (before := previous.histograms.get("e2e")):
+        finished = window_count(before, e2e)
+    return BackendSignals(
+        at=now, kv_usage=scrape.kv_usage, waiting=scrape.waiting, running=scrape.running,
+        preemptions_total=scrape.preemptions_total, kv_capacity_tokens=scrape.kv_capacity_tokens,
+        ttft_p90=p90("ttft"), tpot_p90=p90("tpot"), e2e_p90=p90("e2e"), finished=finished,
+    )
+
+
+async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,51 @@
+"""Hot-path accounting: per-request counters and histograms, with label children cached.
+
+`prometheus_client`'s `.labels()` hashes and locks on every call; a request touches three series, so
+the children are looked up once per label set and kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.metrics import Metrics
+
+
+class Telemetry:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._requests: dict[tuple[str, str, int], Any] = {}
+        self._duration: dict[str, Any] = {}
+        self._ttft: dict[str, Any] = {}
+        self._wait: dict[str, Any] = {}
+        self._rejected: dict[tuple[str, str], Any] = {}
+
+    def rejected(self, model: str, reason: str) -> None:
+        key = (model, reason)
+        child = self._rejected.get(key)
+        if child is None:
+            child = self._rejected[key] = self.metrics.rejected.labels(model, reason)
+        child.inc()
+
+    def queued(self, model: str, wait: float) -> None:
+        child = self._wait.get(model)
+        if child is None:
+            child = self._wait[model] = self.metrics.queue_wait.labels(model)
+        child.observe(wait)
+
+    def finished(self, model: str, backend: str, status: int, arrived: float, now: float,
+                 first_token_at: float | None) -> None:
+        key = (model, backend, status)
+        child = self._requests.get(key)
+        if child is None:
+            child = self._requests[key] = self.metrics.requests.labels(model, backend, str(status))
+        child.inc()
+        duration = self._duration.get(model)
+        if duration is None:
+            duration = self._duration[model] = self.metrics.duration.labels(model)
+        duration.observe(now - arrived)
+        if first_token_at is not None:
+            ttft = self._ttft.get(model)
+            if ttft is None:
+                ttft = self._ttft[model] = self.metrics.ttft.labels(model)
+            ttft.observe(first_token_at - arrived)
