@@ -30,9 +30,60 @@ typecheck: setup
 check: lint typecheck test
 
 # --- alerts (promtool, Prometheus) ---
+# Prometheus, promtool and Alertmanager from Debian's packages, unpacked into .tools/ (no service).
+PROM_TOOLS := .tools/prometheus
+
+.PHONY: promtool
+promtool:
+	bash scripts/install-prometheus.sh $(CURDIR)/$(PROM_TOOLS)
 
 # --- load tests (Locust) ---
+# make loadtest HOST=http://gateway:8080 USERS=32 DURATION=5m SHAPE=step LOCUST_ARGS='--step-time 60'
+# make loadtest-ui                        web UI on http://127.0.0.1:8089
+# make loadtest-check FAIL_RATE=0.01 TTFT_P90=2.0 USERS=8 DURATION=20s   (starts and stops the demo)
+HOST ?= http://127.0.0.1:8080
+USERS ?= 8
+SPAWN_RATE ?= $(USERS)
+DURATION ?= 20s
+SHAPE ?= steady
+FAIL_RATE ?= 0.01
+TTFT_P90 ?= 2.0
+RESULTS ?= results
+LOCUST_ARGS ?=
+LOCUST := $(BIN)/locust -f loadtests/locustfile.py
+LOCUST_HEADLESS = --headless -u $(USERS) -r $(SPAWN_RATE) -t $(DURATION) --shape $(SHAPE)
+
+.PHONY: loadtest loadtest-ui loadtest-check
+
+loadtest: setup
+	@mkdir -p $(RESULTS)
+	$(LOCUST) -H $(HOST) $(LOCUST_HEADLESS) --csv $(RESULTS)/loadtest \
+		--html $(RESULTS)/loadtest.html $(LOCUST_ARGS)
+
+loadtest-ui: setup
+	$(LOCUST) -H $(HOST) $(LOCUST_ARGS)
+
+# The demo runs in the background for the length of the load and is stopped by its pid; Locust's
+# own exit code is ignored (--exit-code-on-error 0) so that the thresholds alone decide.
+loadtest-check: setup
+	@mkdir -p $(RESULTS)
+	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
+	echo "loadtest-check: llm-gateway demo on 127.0.0.1:$$port (log: $(RESULTS)/demo.log)"; \
+	$(BIN)/llm-gateway demo --port $$port > $(RESULTS)/demo.log 2>&1 & demo=$$!; \
+	trap 'kill $$demo 2>/dev/null; wait $$demo 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/python loadtests/wait_ready.py http://127.0.0.1:$$port --timeout 30 || exit 2; \
+	$(LOCUST) -H http://127.0.0.1:$$port $(LOCUST_HEADLESS) --csv $(RESULTS)/loadtest-check \
+		--html $(RESULTS)/loadtest-check.html --only-summary --exit-code-on-error 0 \
+		$(LOCUST_ARGS) || exit 2; \
+	kill $$demo; wait $$demo 2>/dev/null; trap - EXIT INT TERM; \
+	$(BIN)/python loadtests/locust_check.py $(RESULTS)/loadtest-check \
+		--max-fail-rate $(FAIL_RATE) --max-ttft-p90 $(TTFT_P90)
 
 # --- real vLLM engine on the CPU ---
 
 # --- benchmarks ---
+bench-sim: setup
+	$(BIN)/python loadtests/bench_sim_keepup.py
+	$(BIN)/python loadtests/bench_sim_calibration.py --http 8 24
+	$(BIN)/python loadtests/bench_sim_sweep.py
+

@@ -154,7 +154,8 @@ class OpenAIProxy:
             if not gone.is_set():
                 raise
             task.uncancel()
-            status = CLIENT_CLOSED
+            if result is None:
+                status = CLIENT_CLOSED
         finally:
             watcher.cancel()
             if lease is not None:

@@ -38,8 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="gateway plus two simulated vLLM backends on localhost")
     _add_gateway_flags(demo)
-    demo.add_argument("--profile", default="llama3-8b-h100", help="simulator profile")
-    demo.add_argument("--model", default="demo-model", help="model name the backends serve")
+    demo.add_argument(
+        "--profile", default="gemma3-4b-rtx4080", help="simulator profile (see `llm-gateway sim --help`)"
+    )
+    demo.add_argument("--model", help="model name the backends serve (default: the profile's)")
 
     check = sub.add_parser("check-config", help="validate a config file; exit 2 on problems")
     check.add_argument("path")

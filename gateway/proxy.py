@@ -29,7 +29,7 @@ HOP_BY_HOP = frozenset({
 
 _RESPONSE_DROP = frozenset({
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-connection", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"date", b"server",
+    b"transfer-encoding", b"upgrade", b"date", b"server", b"x-request-id", b"x-gateway-backend",
 })
 
 

@@ -1,0 +1,186 @@
+"""vLLM's Prometheus metrics for the simulated server: real names, labels and bucket boundaries.
+
+Names, label names (`model_name`, `engine`) and histogram buckets follow vLLM's
+`vllm/v1/metrics/loggers.py` (`PrometheusStatLogger`): TTFT buckets 0.001 .. 2560 s, the
+per-token buckets 0.01 .. 80 s shared by `inter_token_latency_seconds` and
+`time_per_output_token_seconds`, the request-latency buckets 0.3 .. 7680 s shared by e2e, queue,
+prefill, decode and inference time, token-count histograms on 1-2-5 buckets up to max_model_len,
+and `cache_config_info` as a gauge fixed at 1 whose labels carry the cache config.
+Each server owns its registry; nothing touches prometheus_client's global one.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from gateway.sim.engine import Engine, StepReport
+from gateway.sim.profiles import Profile
+
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+TOKEN_LATENCY_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+)  # fmt: skip
+REQUEST_LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+def buckets_1_2_5(max_value: int) -> list[float]:
+    """1, 2, 5, 10, 20, 50, ... up to max_value (vLLM's build_1_2_5_buckets)."""
+    out: list[float] = []
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_value:
+                return out
+            out.append(float(m * scale))
+        scale *= 10
+
+
+class SimMetrics:
+    def __init__(self, profile: Profile, model: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        labels = ("model_name", "engine")
+        values = (model, "0")
+        reg = self.registry
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, labels, registry=reg).labels(*values)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labels, registry=reg).labels(*values)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...] | list[float]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=reg).labels(*values)
+
+        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution.")
+        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting.")
+        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.")
+        self.gpu_cache_usage = gauge(
+            "vllm:gpu_cache_usage_perc", "GPU KV-cache usage (old name of kv_cache_usage_perc)."
+        )
+        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens.")
+        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.")
+        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemptions.")
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+        self.success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            (*labels, "finished_reason"),
+            registry=reg,
+        )
+        token_buckets = buckets_1_2_5(profile.max_model_len)
+        self.req_prompt_tokens = histogram(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets
+        )
+        self.req_generation_tokens = histogram(
+            "vllm:request_generation_tokens", "Number of generation tokens processed.", token_buckets
+        )
+        self.iteration_tokens = histogram(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            ITERATION_TOKEN_BUCKETS,
+        )
+        self.ttft = histogram(
+            "vllm:time_to_first_token_seconds", "Time to first token in seconds.", TTFT_BUCKETS
+        )
+        self.itl = histogram(
+            "vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", TOKEN_LATENCY_BUCKETS
+        )
+        self.tpot = histogram(
+            "vllm:time_per_output_token_seconds",
+            "Time per output token in seconds.",
+            TOKEN_LATENCY_BUCKETS,
+        )
+        self.e2e = histogram(
+            "vllm:e2e_request_latency_seconds",
+            "End-to-end request latency in seconds.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.queue = histogram(
+            "vllm:request_queue_time_seconds",
+            "Time spent in WAITING phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.inference = histogram(
+            "vllm:request_inference_time_seconds",
+            "Time spent in RUNNING phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.prefill = histogram(
+            "vllm:request_prefill_time_seconds",
+            "Time spent in PREFILL phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        self.decode = histogram(
+            "vllm:request_decode_time_seconds",
+            "Time spent in DECODE phase for request.",
+            REQUEST_LATENCY_BUCKETS,
+        )
+        cache_info = {
+            "block_size": str(profile.block_size),
+            "cache_dtype": "auto",
+            "enable_prefix_caching": str(profile.enable_prefix_caching),
+            "gpu_memory_utilization": "0.9",
+            "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(profile.num_gpu_blocks),
+            "num_gpu_blocks_override": "None",
+            "engine": "0",
+        }
+        Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            tuple(cache_info),
+            registry=reg,
+        ).labels(**cache_info).set(1)
+        self._model = model
+
+    def record(self, report: StepReport, engine: Engine) -> None:
+        self.observe_state(engine)
+        if report.preempted:
+            self.preemptions.inc(report.preempted)
+        if report.prompt_tokens:
+            self.prompt_tokens.inc(report.prompt_tokens)
+        if report.generation_tokens:
+            self.generation_tokens.inc(report.generation_tokens)
+        if report.prefix_queries:
+            self.prefix_queries.inc(report.prefix_queries)
+            self.prefix_hits.inc(report.prefix_hits)
+        if report.iteration_tokens:
+            self.iteration_tokens.observe(report.iteration_tokens)
+        for ttft in report.ttfts:
+            self.ttft.observe(ttft)
+        itl = self.itl
+        tpot = self.tpot
+        for gap in report.itls:
+            itl.observe(gap)
+            tpot.observe(gap)
+        for seq in report.finished:
+            assert seq.finished_at is not None
+            scheduled = seq.scheduled_at if seq.scheduled_at is not None else seq.arrival
+            first = seq.first_token_at if seq.first_token_at is not None else seq.finished_at
+            self.success.labels(self._model, "0", seq.finish_reason).inc()
+            self.e2e.observe(seq.finished_at - seq.arrival)
+            self.queue.observe(scheduled - seq.arrival)
+            self.inference.observe(seq.finished_at - scheduled)
+            self.prefill.observe(first - scheduled)
+            self.decode.observe(seq.finished_at - first)
+            self.req_prompt_tokens.observe(seq.prompt_len)
+            self.req_generation_tokens.observe(seq.num_output)
+
+    def observe_state(self, engine: Engine) -> None:
+        self.running.set(engine.num_running)
+        self.waiting.set(engine.num_waiting)
+        usage = engine.kv_usage
+        self.kv_usage.set(usage)
+        self.gpu_cache_usage.set(usage)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

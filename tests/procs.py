@@ -1,0 +1,117 @@
+"""Subprocesses for tests and benchmarks: start, wait until an HTTP URL answers 200, stop by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Proc:
+    """A started subprocess; a context manager that terminates it (then kills it) on exit."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], url: str) -> None:
+        self.popen = popen
+        self.url = url
+        self.log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout)
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def __enter__(self) -> Proc:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def spawn(cmd: list[str], url_for_ready: str, timeout: float = 20.0, base_url: str = "") -> Proc:
+    """Start `cmd`, wait until GET `url_for_ready` answers 200; `.url` is `base_url`."""
+    # A file, not a pipe: a chatty child can never block on a full pipe nobody reads.
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Proc
+    popen = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    proc = Proc(popen, base_url or url_for_ready)
+    deadline = time.monotonic() + timeout
+    try:
+        while not _answers(url_for_ready):
+            if popen.poll() is not None:
+                log.seek(0)
+                err = log.read().decode(errors="replace")
+                raise RuntimeError(f"{cmd[:4]} exited with {popen.returncode}: {err[-2000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url_for_ready} did not answer within {timeout} s")
+            time.sleep(0.05)  # start-up only: the process gives no other readiness signal
+    except BaseException:
+        proc.stop()
+        log.close()
+        raise
+    proc.log = log
+    return proc
+
+
+def spawn_sim(*extra_args: str, timeout: float = 20.0) -> Proc:
+    """`llm-gateway sim` on a free loopback port, ready to serve; `.url` is its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "gateway.cli", "sim", "--port", str(port), *extra_args]
+    return spawn(cmd, f"{base}/health", timeout, base_url=base)
+
+
+def spawn_gateway(config: dict[str, object], *, timeout: float = 20.0) -> Proc:
+    """`llm-gateway serve --config` on a free loopback port with `config` (listen is filled in)."""
+    import yaml
+
+    port = free_port()
+    config = {**config, "listen": {"host": "127.0.0.1", "port": port}}
+    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="gateway-")
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(config, f)
+    base = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--log-level", "warning"]
+    try:
+        return spawn(cmd, f"{base}/admin/state", timeout, base_url=base)
+    finally:
+        os.unlink(path)

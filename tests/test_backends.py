@@ -1,0 +1,71 @@
+"""The pool's choice, rotation and passive ejection, with a hand-driven clock and real limiters."""
+
+from gateway import limits
+from gateway.backends import Backend, Pool
+from gateway.config import BackendConfig, HealthConfig
+from gateway.limiter import Limiter
+from gateway.types import SLA
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(clock: Clock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
+    algorithm = limits.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
+    limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
+    backend = Backend(BackendConfig(url=f"http://{name}", name=name, models=models), limiter,
+                      HealthConfig(failure_threshold=2, backoff_initial=1.0, backoff_max=4.0), clock)
+    backend.mark_healthy()
+    return backend
+
+
+def test_picks_the_backend_with_the_largest_free_share_and_respects_limits() -> None:
+    clock = Clock()
+    a, b = make(clock, "a", 4), make(clock, "b", 2)
+    pool = Pool([a, b], clock)
+    leases = [pool.try_acquire("m") for _ in range(6)]
+    assert all(lease is not None for lease in leases)
+    assert (a.limiter.inflight, b.limiter.inflight) == (4, 2)
+    assert pool.try_acquire("m") is None
+    assert pool.all_busy("m")
+    leases[0].release(None)  # type: ignore[union-attr]
+    again = pool.try_acquire("m")
+    assert again is not None and again.backend == leases[0].backend  # type: ignore[union-attr]
+
+
+def test_only_backends_serving_the_model_are_used() -> None:
+    clock = Clock()
+    a, b = make(clock, "a", 4, ("x",)), make(clock, "b", 4, ("y",))
+    pool = Pool([a, b], clock)
+    lease = pool.try_acquire("y")
+    assert lease is not None and lease.backend == "b"
+    assert pool.try_acquire("z") is None
+    assert pool.known("x") and not pool.known("z")
+    assert pool.models() == ["x", "y"]
+
+
+def test_consecutive_failures_eject_with_growing_backoff() -> None:
+    clock = Clock()
+    a = make(clock, "a", 4)
+    pool = Pool([a], clock)
+    assert not a.record_failure("refused")
+    assert a.record_failure("refused")
+    assert not pool.available("m") and pool.try_acquire("m") is None
+    a.mark_healthy()
+    assert not a.in_rotation(clock.now)  # the backoff has not run out yet
+    clock.now += 1.0
+    assert pool.available("m")
+    a.record_failure("x")
+    a.record_failure("x")
+    a.mark_healthy()
+    clock.now += 1.5
+    assert not pool.available("m")  # second ejection waits twice as long
+    clock.now += 0.5
+    assert pool.available("m")
+    a.record_success()
+    assert a.ejections == 0

@@ -1,0 +1,49 @@
+import math
+
+from gateway.monitor import to_signals
+from gateway.vllm_metrics import parse_vllm_metrics
+
+EXPOSITION = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 12.0
+vllm:num_requests_running{engine="1",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 4.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.93
+vllm:num_preemptions_total{engine="0",model_name="m"} 17.0
+vllm:cache_config_info{block_size="128",cache_dtype="auto",engine="0",num_gpu_blocks="64"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} %(a)s
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m"} %(b)s
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} %(b)s
+vllm:time_per_output_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 999.0
+vllm:inter_token_latency_seconds_bucket{engine="0",le="0.1",model_name="m"} 5.0
+vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 5.0
+"""
+
+
+def test_reads_gauges_summing_engines_and_taking_the_fullest_kv() -> None:
+    s = parse_vllm_metrics(EXPOSITION % {"a": 1.0, "b": 2.0})
+    assert s.running == 15.0 and s.waiting == 4.0 and s.preemptions_total == 17.0
+    assert s.kv_usage == 0.93
+    assert s.kv_capacity_tokens == 8192
+    assert s.models == {"m"}
+    assert s.histograms["ttft"] == {0.1: 1.0, 1.0: 2.0, math.inf: 2.0}
+    # the renamed histogram wins over its deprecated twin
+    assert s.histograms["tpot"] == {0.1: 5.0, math.inf: 5.0}
+
+
+def test_old_servers_kv_name_is_the_fallback() -> None:
+    s = parse_vllm_metrics('vllm:gpu_cache_usage_perc{model_name="m"} 0.7\n')
+    assert s.kv_usage == 0.7
+    assert parse_vllm_metrics("").kv_usage is None
+
+
+def test_window_p90_comes_from_bucket_deltas_between_scrapes() -> None:
+    before = parse_vllm_metrics(EXPOSITION % {"a": 10.0, "b": 10.0})
+    after = parse_vllm_metrics(EXPOSITION % {"a": 10.0, "b": 20.0})
+    signals = to_signals(after, before, now=5.0)
+    # all ten requests of the window landed in (0.1, 1.0]: P90 interpolates to 0.1 + 0.9 * 0.9
+    assert signals.ttft_p90 is not None and abs(signals.ttft_p90 - 0.91) < 1e-9
+    assert signals.kv_capacity_tokens == 8192 and signals.at == 5.0
+    assert to_signals(after, None, now=5.0).ttft_p90 is None
