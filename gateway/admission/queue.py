@@ -1,0 +1,387 @@
+"""The admission queue of one model: late binding, fair order, deadlines, honest shedding.
+
+A request is dispatched at once when nothing waits and the pool has a slot. Otherwise it waits as an
+`asyncio.Future` in a `FairQueue` (priority, then weighted fairness between tenants, then FIFO) and
+is handed a lease by `wake()`, which the pool calls whenever capacity appears; nothing polls. The
+backend is chosen by the pool at that moment (late binding), not when the request arrived.
+
+Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. A
+request whose expected wait exceeds its deadline is refused at once (429 `deadline`); one that waits
+past its deadline is removed and answered 503 `queue_timeout`.
+
+Expiry uses one loop timer, armed for the earliest deadline, over a heap of deadlines: one handle
+instead of one per waiter, and every expiry decision is taken against the injected clock (the timer
+only says when to look), so tests drive expiry by advancing a fake clock and calling `wake()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.admission.drain import DrainRate
+from gateway.admission.fairness import Entry, FairQueue
+from gateway.admission.rejection import Rejected, RejectReason
+from gateway.types import Clock, Sample
+
+
+class Lease(Protocol):
+    backend: str
+
+    def release(self, sample: Sample | None) -> None: ...  # exactly once
+
+
+class Dispatcher(Protocol):
+    def try_acquire(self, model: str) -> Lease | None: ...  # best backend with room, slot taken
+
+    def available(self, model: str) -> bool: ...  # some healthy backend serves the model
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    tenant: str
+    priority: int = 0
+    """Higher is served first."""
+    timeout: float | None = None
+    """Longest wait this request accepts, capped by the queue's own timeout."""
+    request_id: str | None = None
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    ticket: Ticket
+    future: asyncio.Future[Lease]
+    enqueued_at: float
+    deadline: float
+    entry: Entry[_Waiter] | None = None
+    """Set while queued; None once dispatched or removed."""
+
+
+@dataclass(slots=True)
+class QueueCounters:
+    """Monotonic counts since start, for the metrics layer."""
+
+    admitted_fast: int = 0
+    admitted_queued: int = 0
+    cancelled: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+class AdmissionQueue:
+    def __init__(
+        self,
+        model: str,
+        dispatcher: Dispatcher,
+        *,
+        clock: Clock,
+        max_depth: int,
+        timeout: float,
+        tenant_weights: Mapping[str, float] | None = None,
+        on_change: Callable[[], None] | None = None,
+        drain_tau: float = 10.0,
+        min_backlog: float = 1.0,
+        default_retry_after: float = 1.0,
+    ):
+        if max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0, got {max_depth}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0, got {timeout!r}")
+        if not default_retry_after > 0:
+            raise ValueError(f"default_retry_after must be > 0, got {default_retry_after!r}")
+        self.model = model
+        self.max_depth = max_depth
+        self.timeout = timeout
+        self.default_retry_after = default_retry_after
+        self.counters = QueueCounters()
+        self._dispatcher = dispatcher
+        self._clock = clock
+        self._on_change = on_change
+        self._fair: FairQueue[_Waiter] = FairQueue(tenant_weights)
+        self._drain = DrainRate(tau=drain_tau, min_backlog=min_backlog, now=clock())
+        self._deadlines: list[tuple[float, int, _Waiter]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline = 0.0
+        self._dispatching = False
+        self._again = False
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def depth(self) -> int:
+        return self._fair.depth
+
+    @property
+    def drain_rate(self) -> float | None:
+        """Dispatches per second while requests wait; None before it has been measured."""
+        return self._drain.rate(self._clock())
+
+    def estimated_wait(self, tenant: str | None = None, priority: int = 0) -> float | None:
+        """Seconds a request arriving now would wait; None when the drain rate is unknown."""
+        ahead = self._fair.depth if tenant is None else self._fair.ahead_of_new(tenant, priority)
+        return self._drain_time(ahead + 1)
+
+    def state(self) -> dict[str, object]:
+        now = self._clock()
+        oldest = min((e.item.enqueued_at for e in self._fair.heads()), default=None)
+        rate = self._drain.rate(now)
+        return {
+            "model": self.model,
+            "depth": self._fair.depth,
+            "max_depth": self.max_depth,
+            "tenants": self._fair.tenant_depths(),
+            "priorities": {str(p): n for p, n in self._fair.class_depths().items()},
+            "drain_rate": None if rate is None else round(rate, 3),
+            "oldest_wait": None if oldest is None else round(now - oldest, 3),
+            "estimated_wait": self._rounded(self.estimated_wait()),
+            "admitted_fast": self.counters.admitted_fast,
+            "admitted_queued": self.counters.admitted_queued,
+            "cancelled": self.counters.cancelled,
+            "rejected": dict(self.counters.rejected),
+        }
+
+    # -- admitting -----------------------------------------------------------------------------
+
+    async def admit(self, ticket: Ticket) -> Lease:
+        """A lease on a backend slot; raises `Rejected` when the request is shed."""
+        if not self._fair.depth:
+            lease = self._dispatcher.try_acquire(self.model)
+            if lease is not None:
+                self.counters.admitted_fast += 1
+                return lease
+        waiter = self._enqueue(ticket)
+        try:
+            return await waiter.future
+        except asyncio.CancelledError:
+            self._abandon(waiter)
+            raise
+
+    def wake(self) -> None:
+        """Capacity may have appeared: expire what is overdue, then dispatch while slots last."""
+        now = self._clock()
+        changed = self._expire(now)
+        if self._dispatch(now) or changed:
+            self._changed(now)
+
+    def close(self, message: str = "the gateway is shutting down") -> None:
+        """Answer every waiter 503 and stop the timer; later admissions still work."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        now = self._clock()
+        while (entry := self._fair.peek()) is not None:
+            waiter = entry.item
+            self._remove(waiter)
+            if not waiter.future.done():
+                waiter.future.set_exception(self._reject("no_backend", self.default_retry_after, message))
+        self._deadlines.clear()
+        self._changed(now)
+
+    def _enqueue(self, ticket: Ticket) -> _Waiter:
+        now = self._clock()
+        if not self._dispatcher.available(self.model):
+            raise self._reject(
+                "no_backend",
+                self.default_retry_after,
+                f"no healthy backend serves model {self.model!r}",
+            )
+        if self._expire(now):
+            self._changed(now)
+        limit = self.timeout if ticket.timeout is None else min(ticket.timeout, self.timeout)
+        rate = self._drain.rate(now)
+        ahead = 0.0 if rate is None else self._fair.ahead_of_new(ticket.tenant, ticket.priority)
+        wait = None if rate is None else self._time_for(ahead + 1, rate)
+        if limit <= 0:
+            raise self._reject("deadline", wait, f"no free slot for model {self.model!r} and no wait allowed")
+        if wait is not None and wait > limit:
+            raise self._reject(
+                "deadline",
+                wait,
+                f"expected queue wait {wait:.1f}s ({ahead:.0f} requests ahead at "
+                f"{self._rate_text(now)}) exceeds the {limit:.1f}s deadline",
+            )
+        if self._fair.depth >= self.max_depth:
+            self._make_room(ticket.tenant, now)
+        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(ticket, future, now, now + limit)
+        waiter.entry = self._fair.push(waiter, ticket.tenant, ticket.priority)
+        self._drain.set_backlogged(now, True)
+        heapq.heappush(self._deadlines, (waiter.deadline, waiter.entry.seq, waiter))
+        self._arm(waiter.deadline, now)
+        # A slot may be free although the queue was not empty (a limit rose without a wake).
+        self._dispatch(now)
+        self._changed(now)
+        return waiter
+
+    def _make_room(self, tenant: str, now: float) -> None:
+        """Queue full: push out the most over-share tenant's newest waiter, or refuse."""
+        depths = self._fair.tenant_depths()
+        weight = self._fair.weight
+        total = sum(weight(t) for t in depths) + (0.0 if tenant in depths else weight(tenant))
+        mine = depths.get(tenant, 0)
+        share = self.max_depth * weight(tenant) / total
+        victim = max(
+            (t for t in depths if t != tenant and depths[t] > self.max_depth * weight(t) / total),
+            key=lambda t: depths[t] / weight(t),
+            default=None,
+        )
+        if victim is not None and mine + 1 <= share:
+            entry = self._fair.newest(victim)
+            assert entry is not None
+            self._remove(entry.item)
+            if not entry.item.future.done():  # else it was cancelled: its place is free already
+                entry.item.future.set_exception(
+                    self._over_share(victim, depths[victim], total, now, pushed_out=True)
+                )
+            return
+        others_wait = any(t != tenant for t in depths)
+        if others_wait and mine >= share:
+            raise self._over_share(tenant, mine, total, now, pushed_out=False)
+        raise self._reject(
+            "queue_full",
+            self._drain_time(self._fair.depth + 1),
+            f"queue for model {self.model!r} is full: {self._fair.depth} of {self.max_depth} "
+            f"waiting, draining at {self._rate_text(now)}",
+        )
+
+    def _over_share(
+        self, tenant: str, depth: int, total_weight: float, now: float, *, pushed_out: bool
+    ) -> Rejected:
+        fraction = self._fair.weight(tenant) / total_weight
+        rate = self._drain.rate(now)
+        # The tenant's own backlog drains at its share of the rate.
+        wait = None if rate is None else self._time_for(depth + 1, rate * fraction)
+        what = "pushed out of" if pushed_out else "refused by"
+        return self._reject(
+            "tenant_over_share",
+            wait,
+            f"{what} the full queue for model {self.model!r}: tenant {tenant!r} holds {depth} "
+            f"of {self.max_depth} places; its share while other tenants wait is "
+            f"{self.max_depth * fraction:.1f}",
+        )
+
+    # -- dispatching and removal ---------------------------------------------------------------
+
+    def _dispatch(self, now: float) -> int:
+        """Hand leases to the best waiters while the pool has room. Re-entrant calls fold in."""
+        if self._dispatching:
+            self._again = True
+            return 0
+        self._dispatching = True
+        n = 0
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                while (entry := self._fair.peek()) is not None:
+                    waiter = entry.item
+                    if waiter.future.done():  # cancelled; its task has not resumed yet
+                        self._remove(waiter)
+                        continue
+                    lease = self._dispatcher.try_acquire(self.model)
+                    if lease is None:
+                        break
+                    self._fair.pop()
+                    waiter.entry = None
+                    waiter.future.set_result(lease)
+                    n += 1
+        finally:
+            self._dispatching = False
+        if n:
+            self.counters.admitted_queued += n
+            self._drain.record(now, n)
+        return n
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """The awaiting task was cancelled (client gone): leave the queue, return any lease."""
+        future = waiter.future
+        if waiter.entry is not None:
+            self._remove(waiter)
+        elif not future.cancelled() and future.done():
+            if future.exception() is not None:
+                return  # already answered (shed); nothing is held
+            # Granted in the same tick as the cancellation: the slot goes back to the pool,
+            # whose release wakes the queues.
+            future.result().release(None)
+        self.counters.cancelled += 1
+        self._changed(self._clock())
+
+    def _remove(self, waiter: _Waiter) -> None:
+        if waiter.entry is not None:
+            self._fair.remove(waiter.entry)
+            waiter.entry = None
+
+    def _expire(self, now: float) -> bool:
+        heap = self._deadlines
+        expired = False
+        while heap and (heap[0][2].entry is None or heap[0][0] <= now):
+            _, _, waiter = heapq.heappop(heap)
+            if waiter.entry is None:
+                continue
+            self._remove(waiter)
+            expired = True
+            if waiter.future.done():
+                continue
+            waited = now - waiter.enqueued_at
+            waiter.future.set_exception(
+                self._reject(
+                    "queue_timeout",
+                    self._drain_time(self._fair.depth + 1),
+                    f"waited {waited:.1f}s in the queue for model {self.model!r} without a free "
+                    f"slot ({self._fair.depth} still waiting, draining at {self._rate_text(now)})",
+                )
+            )
+        if len(heap) > 2 * self._fair.depth + 64:
+            self._deadlines = [d for d in heap if d[2].entry is not None]
+            heapq.heapify(self._deadlines)
+        return expired
+
+    def _arm(self, deadline: float, now: float) -> None:
+        if self._timer is not None and self._timer_deadline <= deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_deadline = deadline
+        self._timer = loop.call_at(loop.time() + max(0.0, deadline - now), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self._clock()
+        if self._expire(now):
+            self._changed(now)
+        if self._deadlines:
+            self._arm(self._deadlines[0][0], now)
+
+    def _changed(self, now: float) -> None:
+        self._drain.set_backlogged(now, self._fair.depth > 0)
+        if self._on_change is not None:
+            self._on_change()
+
+    # -- estimates -----------------------------------------------------------------------------
+
+    def _drain_time(self, n: float) -> float | None:
+        rate = self._drain.rate(self._clock())
+        return None if rate is None else self._time_for(n, rate)
+
+    @staticmethod
+    def _time_for(n: float, rate: float) -> float:
+        return n / rate if rate > 0 else float("inf")
+
+    def _reject(self, reason: RejectReason, wait: float | None, message: str) -> Rejected:
+        self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
+        return Rejected(
+            reason,
+            retry_after=self.default_retry_after if wait is None else wait,
+            message=message,
+        )
+
+    def _rate_text(self, now: float) -> str:
+        rate = self._drain.rate(now)
+        return "an unmeasured rate" if rate is None else f"{rate:.2f} requests/s"
+
+    @staticmethod
+    def _rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)

@@ -1,0 +1,374 @@
+"""AdmissionQueue: fast path, wake, order, deadlines, shedding, fairness under a flood, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Awaitable
+from typing import Any
+
+import pytest
+from admission_fakes import FakeClock, FakeLease, FakePool
+
+from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+
+
+def make(
+    capacity: int = 0, *, clock: FakeClock | None = None, **kw: Any
+) -> tuple[AdmissionQueue, FakePool, FakeClock]:
+    pool = FakePool(capacity=capacity)
+    clock = clock or FakeClock()
+    kw.setdefault("max_depth", 100)
+    kw.setdefault("timeout", 30.0)
+    q = AdmissionQueue("m", pool, clock=clock, **kw)
+    pool.queue = q
+    return q, pool, clock
+
+
+async def bounded(admission: Awaitable[Lease]) -> Lease:
+    """An admission expected to end by itself: a hang fails the test instead of stalling it."""
+    return await asyncio.wait_for(admission, timeout=10)
+
+
+async def settle() -> None:
+    """Let every runnable task take its next step (they enqueue, or resume with a lease)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+def spawn(q: AdmissionQueue, ticket: Ticket, log: list[str]) -> asyncio.Task[Lease]:
+    async def run() -> Lease:
+        lease = await q.admit(ticket)
+        log.append(ticket.request_id or "")
+        return lease
+
+    return asyncio.create_task(run())
+
+
+async def serve_one_at_a_time(pool: FakePool, n: int) -> None:
+    for _ in range(n):
+        pool.open(1)
+        await settle()
+
+
+async def test_fast_path_completes_without_suspending() -> None:
+    q, pool, _ = make(capacity=1)
+    coro = q.admit(Ticket("a"))
+    with pytest.raises(StopIteration) as done:
+        coro.send(None)  # one step: no await on a future happened
+    lease = done.value.value
+    assert isinstance(lease, FakeLease) and pool.inflight == 1
+    assert q.depth == 0 and q.counters.admitted_fast == 1
+
+
+async def test_waiters_are_woken_as_many_as_slots_allow() -> None:
+    q, pool, _ = make(capacity=0)
+    log: list[str] = []
+    tasks = [spawn(q, Ticket("a", request_id=str(i)), log) for i in range(5)]
+    await settle()
+    assert q.depth == 5 and log == []
+    pool.capacity = 3
+    q.wake()
+    await settle()
+    assert log == ["0", "1", "2"] and q.depth == 2 and pool.inflight == 3
+    q.wake()  # no room: nothing moves
+    await settle()
+    assert q.depth == 2
+    (await tasks[0]).release(None)  # release wakes the queue
+    await settle()
+    assert log == ["0", "1", "2", "3"] and q.depth == 1
+    for t in tasks[:4]:
+        if t is not tasks[0]:
+            (await t).release(None)
+    await settle()
+    (await tasks[4]).release(None)
+    assert pool.inflight == 0 and q.depth == 0
+
+
+async def test_a_newcomer_does_not_overtake_waiters() -> None:
+    q, pool, _ = make(capacity=0)
+    log: list[str] = []
+    spawn(q, Ticket("a", request_id="first"), log)
+    await settle()
+    pool.capacity = 1  # room appears without a wake; the next arrival must not take it first
+    spawn(q, Ticket("a", request_id="second"), log)
+    await settle()
+    assert log == ["first"] and q.depth == 1
+
+
+async def test_priority_then_fairness_then_fifo() -> None:
+    q, pool, _ = make(capacity=0, tenant_weights={"big": 2.0})
+    log: list[str] = []
+    for i in range(4):
+        spawn(q, Ticket("big", request_id=f"big{i}"), log)
+    for i in range(2):
+        spawn(q, Ticket("small", request_id=f"small{i}"), log)
+    spawn(q, Ticket("small", priority=1, request_id="urgent"), log)
+    await settle()
+    await serve_one_at_a_time(pool, 7)
+    assert log[0] == "urgent"
+    # big has twice small's weight: two of big's for each of small's, FIFO within each.
+    assert log[1:] == ["big0", "small0", "big1", "big2", "small1", "big3"]
+
+
+async def test_queue_timeout_is_a_503_after_the_deadline() -> None:
+    q, _, clock = make(capacity=0, timeout=5.0)
+    task = asyncio.create_task(q.admit(Ticket("a")))
+    short = asyncio.create_task(q.admit(Ticket("a", timeout=1.0)))
+    capped = asyncio.create_task(q.admit(Ticket("a", timeout=99.0)))
+    await settle()
+    clock.advance(1.5)
+    q.wake()
+    await settle()
+    assert short.done() and not task.done() and q.depth == 2
+    clock.advance(3.6)
+    q.wake()
+    await settle()
+    for t in (task, capped):  # the per-request timeout is capped by the queue's
+        err = t.exception()
+        assert isinstance(err, Rejected)
+        assert (err.status, err.reason) == (503, "queue_timeout")
+        assert "waited 5.1s" in err.message
+    assert q.depth == 0 and q.counters.rejected == {"queue_timeout": 3}
+
+
+async def test_the_loop_timer_expires_waiters_without_any_wake() -> None:
+    pool = FakePool(capacity=0)
+    q = AdmissionQueue("m", pool, clock=time.monotonic, max_depth=10, timeout=0.05)
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a")))
+    assert err.value.reason == "queue_timeout" and q.depth == 0
+
+
+async def build_backlog(q: AdmissionQueue, pool: FakePool, clock: FakeClock) -> list[FakeLease]:
+    """One slot; dispatch 6 queued requests one every 0.5 s: a measured drain of ~2/s."""
+    held = [await q.admit(Ticket("a"))]
+    assert isinstance(held[0], FakeLease)
+    log: list[str] = []
+    tasks = [spawn(q, Ticket("a"), log) for _ in range(10)]
+    await settle()
+    for i in range(6):
+        clock.advance(0.5)
+        held[i].release(None)
+        await settle()
+        lease = await bounded(tasks[i])
+        assert isinstance(lease, FakeLease)
+        held.append(lease)
+    return held
+
+
+async def test_a_deadline_that_cannot_be_met_is_refused_at_once() -> None:
+    q, pool, clock = make(capacity=1)
+    await build_backlog(q, pool, clock)
+    rate = q.drain_rate
+    assert rate == pytest.approx(2.0, rel=0.1)
+    assert q.depth == 4
+    expected = q.estimated_wait("a")
+    assert expected == pytest.approx(5 / rate)
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a", timeout=1.0)))
+    assert (err.value.status, err.value.reason) == (429, "deadline")
+    assert err.value.retry_after == pytest.approx(expected)
+    assert err.value.should_retry
+    assert "4 requests ahead" in err.value.message
+    assert q.depth == 4
+    # With time enough it waits.
+    waiting = asyncio.create_task(q.admit(Ticket("a", timeout=10.0)))
+    await settle()
+    assert q.depth == 5 and not waiting.done()
+
+
+async def test_full_queue_429_with_an_honest_retry_after() -> None:
+    q, _, _ = make(capacity=0, max_depth=2, default_retry_after=1.5)
+    [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(2)]
+    await settle()
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a")))
+    assert (err.value.status, err.value.reason) == (429, "queue_full")
+    assert err.value.retry_after == 1.5  # nothing measured yet: the configured default
+    assert err.value.should_retry
+
+
+async def test_full_queue_that_drains_too_slowly_says_do_not_retry() -> None:
+    q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0)
+    await build_backlog(q, pool, clock)
+    clock.advance(40.0)  # nothing dispatched for 40 s: the rate falls well below 0.1/s
+    fill = [asyncio.create_task(q.admit(Ticket("a", timeout=3600.0))) for _ in range(6)]
+    await settle()
+    assert q.depth == 10 and not any(t.done() for t in fill)
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a", timeout=3600.0)))
+    assert err.value.reason == "queue_full"
+    assert err.value.retry_after > 60 and not err.value.should_retry
+    assert err.value.headers()["x-should-retry"] == "false"
+
+
+async def test_no_healthy_backend_is_a_503_without_queueing() -> None:
+    q, pool, _ = make(capacity=0)
+    pool.healthy = False
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a")))
+    assert (err.value.status, err.value.reason) == (503, "no_backend")
+    assert q.depth == 0
+
+
+async def test_a_flooding_tenant_is_pushed_out_for_a_light_one() -> None:
+    q, _, _ = make(capacity=0, max_depth=10)
+    flood = [asyncio.create_task(q.admit(Ticket("flood"))) for _ in range(10)]
+    await settle()
+    light = [asyncio.create_task(q.admit(Ticket("light"))) for _ in range(5)]
+    await settle()
+    # Each light request displaced the flood's newest waiter.
+    assert q.state()["tenants"] == {"flood": 5, "light": 5}
+    pushed = [t for t in flood if t.done()]
+    assert pushed == flood[5:]
+    for t in pushed:
+        err = t.exception()
+        assert isinstance(err, Rejected)
+        assert (err.status, err.reason) == (429, "tenant_over_share")
+    # At its share, light is refused too; flood, at its share, gets the same answer.
+    for tenant in ("light", "flood"):
+        with pytest.raises(Rejected) as err:
+            await bounded(q.admit(Ticket(tenant)))
+        assert err.value.reason == "tenant_over_share"
+    assert not any(t.done() for t in light)
+
+
+async def test_under_a_flood_the_light_tenant_is_served_at_its_share() -> None:
+    """Closed loop: one slot frees per step; flood sends 4 per step, light 1 every 3 steps."""
+    q, pool, clock = make(capacity=1, max_depth=8)
+    served: Counter[str] = Counter()
+    shed: Counter[str] = Counter()
+    held: list[Lease] = []
+
+    async def client(tenant: str) -> None:
+        try:
+            held.append(await q.admit(Ticket(tenant)))
+            served[tenant] += 1
+        except Rejected:
+            shed[tenant] += 1
+
+    tasks = []
+    for step in range(300):
+        tasks += [asyncio.create_task(client("flood")) for _ in range(4)]
+        if step % 3 == 0:
+            tasks.append(asyncio.create_task(client("light")))
+        await settle()
+        clock.advance(0.1)
+        if held:
+            held.pop(0).release(None)
+        await settle()
+    dispatched = sum(served.values())
+    assert dispatched == 1 + 300  # one slot, freed 300 times: never idle while requests waited
+    # light wanted a third of the capacity, under its half: it got all of it; flood the rest.
+    assert served["light"] >= 99 and shed["light"] == 0
+    assert shed["flood"] > 800
+    pool.open(1000)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+    assert served["light"] == 100 and shed["light"] == 0
+
+
+async def test_two_heavy_tenants_split_the_capacity_by_weight() -> None:
+    q, pool, clock = make(capacity=1, max_depth=12, tenant_weights={"gold": 3.0})
+    served: Counter[str] = Counter()
+    held: list[Lease] = []
+
+    async def client(tenant: str) -> None:
+        try:
+            held.append(await q.admit(Ticket(tenant)))
+            served[tenant] += 1
+        except Rejected:
+            pass
+
+    tasks = []
+    for _ in range(200):
+        tasks += [asyncio.create_task(client(t)) for t in ("gold", "gold", "iron", "iron")]
+        await settle()
+        clock.advance(0.1)
+        if held:
+            held.pop(0).release(None)
+        await settle()
+    share = served["gold"] / (served["gold"] + served["iron"])
+    assert share == pytest.approx(0.75, abs=0.05)
+    pool.open(1000)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+
+
+async def test_cancelled_while_queued_leaves_at_once() -> None:
+    q, pool, _ = make(capacity=0)
+    log: list[str] = []
+    gone = spawn(q, Ticket("a", request_id="gone"), log)
+    stays = spawn(q, Ticket("a", request_id="stays"), log)
+    await settle()
+    gone.cancel()
+    await settle()
+    assert gone.cancelled() and q.depth == 1 and q.counters.cancelled == 1
+    pool.open(1)
+    await settle()
+    assert log == ["stays"] and pool.inflight == 1 and len(pool.leases) == 1
+    (await stays).release(None)
+
+
+async def test_cancelled_future_is_skipped_before_its_task_runs() -> None:
+    q, pool, _ = make(capacity=0)
+    log: list[str] = []
+    gone = spawn(q, Ticket("a", request_id="gone"), log)
+    stays = spawn(q, Ticket("a", request_id="stays"), log)
+    await settle()
+    gone.cancel()
+    pool.open(1)  # same tick: the cancelled waiter is still queued
+    await settle()
+    assert gone.cancelled() and log == ["stays"] and len(pool.leases) == 1
+    (await stays).release(None)
+    assert pool.inflight == 0 and q.depth == 0
+
+
+async def test_cancel_after_grant_in_the_same_tick_releases_the_lease_once() -> None:
+    q, pool, _ = make(capacity=0)
+    log: list[str] = []
+    task = spawn(q, Ticket("a", request_id="x"), log)
+    await settle()
+    pool.capacity = 1
+    q.wake()  # the lease is set on the future...
+    assert pool.inflight == 1
+    task.cancel()  # ...and the client goes away before the task resumes
+    await settle()
+    assert task.cancelled() and log == []
+    assert [lease.releases for lease in pool.leases] == [1]
+    assert pool.inflight == 0 and q.depth == 0 and q.counters.cancelled == 1
+
+
+async def test_state_is_json_ready_and_on_change_fires() -> None:
+    changes = []
+    q, pool, clock = make(capacity=0, on_change=lambda: changes.append(q.depth))
+    tasks = [asyncio.create_task(q.admit(Ticket(t, priority=p))) for t, p in [("a", 0), ("b", 1)]]
+    await settle()
+    clock.advance(2.0)
+    state = q.state()
+    json.dumps(state)
+    assert state["depth"] == 2 and state["tenants"] == {"a": 1, "b": 1}
+    assert state["priorities"] == {"1": 1, "0": 1}
+    assert state["oldest_wait"] == 2.0 and state["drain_rate"] is None
+    assert changes == [1, 2]
+    pool.open(2)
+    assert changes[-1] == 0
+    for t in tasks:
+        (await t).release(None)
+
+
+async def test_close_answers_every_waiter() -> None:
+    q, pool, _ = make(capacity=0)
+    tasks = [asyncio.create_task(q.admit(Ticket(t))) for t in "abc"]
+    await settle()
+    q.close()
+    await settle()
+    for t in tasks:
+        err = t.exception()
+        assert isinstance(err, Rejected) and err.status == 503
+    assert q.depth == 0
+    pool.open(1)
+    lease = await bounded(q.admit(Ticket("a")))
+    lease.release(None)
+    assert pool.inflight == 0
