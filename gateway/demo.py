@@ -17,14 +17,17 @@ from gateway.server import serve
 from gateway.sim.profiles import get_profile
 from gateway.sim.server import SimConfig, SimServer
 
-BACKENDS = 2
+BACKEND_PORTS = (8001, 8002)
+"""Where config/prometheus.yml expects the backends; a taken port falls back to a free one."""
+BACKEND_PORTS = (8001, 8002)
+"""Where config/prometheus.yml expects the backends; a taken port falls back to a free one."""
 
 
 def banner(config: GatewayConfig, model: str, sims: list[SimServer]) -> str:
     base = f"http://{config.host}:{config.port}/v1"
     lines = [
         "",
-        f"llm-gateway demo: gateway on {base}, {BACKENDS} simulated vLLM backends serving {model!r}:",
+        f"llm-gateway demo: gateway on {base}, {len(sims)} simulated vLLM backends serving {model!r}:",
         *(f"  backend {s.url}" for s in sims),
         "",
         "Point any OpenAI client at it:",
@@ -47,13 +50,18 @@ def banner(config: GatewayConfig, model: str, sims: list[SimServer]) -> str:
 async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     profile = get_profile(args.profile)
     model = args.model or profile.model
-    sims = [
-        SimServer(SimConfig(profile=profile.override({"seed": profile.seed + i}), model=model))
-        for i in range(BACKENDS)
-    ]
+    sims: list[SimServer] = []
     try:
-        for sim in sims:
-            await sim.start()
+        for i, port in enumerate(BACKEND_PORTS):
+            config = SimConfig(profile=profile.override({"seed": profile.seed + i}), model=model)
+            sim = SimServer(config, port=port)
+            try:
+                await sim.start()
+            except OSError:
+                await sim.stop()
+                sim = SimServer(config, port=0)
+                await sim.start()
+            sims.append(sim)
         try:
             config = parse_config(merge({"backends": [s.url for s in sims]}, overrides))
         except ConfigError as exc:

@@ -110,6 +110,13 @@ class Observation:
     """Preemptions counted by the backend since the previous tick."""
     since_change: float = 0.0
     """Seconds since the limit last changed."""
+    min_samples: int = 1
+    """Samples needed since the last change before latency may move the limit."""
+    p90_e2e_per_token: float | None = None
+    """Window P90 of e2e seconds per output token (requests with output tokens only)."""
+    p50_e2e_per_token: float | None = None
+    completed: int = 0
+    """Requests this backend finished since the previous tick (any epoch, any outcome)."""
 
 
 class Direction(str, Enum):

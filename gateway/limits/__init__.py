@@ -1,0 +1,68 @@
+"""Limit algorithms, selectable by name: `create("sla", params, sla)`.
+
+Each algorithm lives in its own pure module and opens with its math and its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from gateway.limits.aimd import AIMDLimit
+from gateway.limits.base import LimitAlgorithm, clamp
+from gateway.limits.fixed import FixedLimit
+from gateway.limits.gradient import GradientLimit
+from gateway.limits.sla import SLALimit
+from gateway.types import SLA
+
+NAMES: tuple[str, ...] = ("sla", "aimd", "gradient", "fixed")
+DEFAULT = "sla"
+
+REASONS: tuple[str, ...] = (
+    "above_ceiling",
+    "at_ceiling",
+    "backend_queueing",
+    "fixed",
+    "gradient",
+    "headroom",
+    "insufficient_samples",
+    "kv_saturated",
+    "measuring_min_rtt",
+    "min_rtt_measured",
+    "not_binding",
+    "p90_over_target",
+    "preemptions",
+    "steady",
+)
+"""Every `Decision.reason` an algorithm here can give: a closed set, fit for a metric label."""
+
+_FACTORIES: Mapping[str, Callable[[Mapping[str, object], SLA], LimitAlgorithm]] = MappingProxyType(
+    {
+        "sla": SLALimit.from_params,
+        "aimd": AIMDLimit.from_params,
+        "gradient": GradientLimit.from_params,
+        "fixed": FixedLimit.from_params,
+    }
+)
+
+
+def create(name: str, params: Mapping[str, object], sla: SLA) -> LimitAlgorithm:
+    """Build the algorithm `name`, validating `params`; ValueError names the bad key."""
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown limit algorithm {name!r}; choose one of {', '.join(NAMES)}")
+    return factory(params, sla)
+
+
+__all__ = [
+    "DEFAULT",
+    "NAMES",
+    "REASONS",
+    "AIMDLimit",
+    "FixedLimit",
+    "GradientLimit",
+    "LimitAlgorithm",
+    "SLALimit",
+    "clamp",
+    "create",
+]

@@ -3,17 +3,24 @@
 Algorithms are pure: no I/O, no clock reads, no asyncio. They may keep small state between calls
 (a smoothed estimate, the last direction) but everything they know about time comes from
 `Observation.now`.
+
+This module also holds what the algorithms share: clamping, turning a wanted limit into a
+`Decision`, the worst P90/target ratio, and a strict reader for the parameters given in config.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Protocol
 
-from gateway.types import Decision, Observation
+from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
 class LimitAlgorithm(Protocol):
     name: str
+    respects_kv_ceiling: bool
+    """False only for `fixed`: a fixed limit is obeyed as configured (up to the configured max)."""
 
     def initial_limit(self, floor: int, ceiling: int) -> int:
         """The limit to start with before any sample has been seen."""
@@ -26,3 +33,112 @@ class LimitAlgorithm(Protocol):
 
 def clamp(value: float, floor: int, ceiling: int) -> int:
     return max(floor, min(ceiling, int(value)))
+
+
+def decide(obs: Observation, wanted: float, reason: str, detail: str) -> Decision:
+    """Clamp `wanted` to [floor, ceiling] and label the move relative to the current limit.
+
+    When the ceiling (usually the KV-derived one) forces the limit down although the algorithm
+    wanted to hold or grow, the reason says so instead of the algorithm's own word.
+    """
+    new = clamp(wanted, obs.floor, max(obs.floor, obs.ceiling))
+    if new < obs.limit and wanted >= obs.limit:
+        reason = "above_ceiling"
+        detail = f"limit {obs.limit} is above the ceiling {obs.ceiling}; {detail}"
+    if new > obs.limit:
+        direction = Direction.UP
+    elif new < obs.limit:
+        direction = Direction.DOWN
+    else:
+        direction = Direction.HOLD
+    return Decision(limit=new, direction=direction, reason=reason, detail=detail)
+
+
+def worst_ratio(obs: Observation, sla: SLA) -> tuple[Signal | None, float]:
+    """The SLA signal whose window P90 is furthest over (or least under) its target.
+
+    Signals without a target or without a measured P90 are ignored; with none left the ratio is 0.
+    """
+    worst: Signal | None = None
+    ratio = 0.0
+    for signal, target in sla.targets().items():
+        p90 = obs.p90.get(signal)
+        if p90 is None or target <= 0:
+            continue
+        r = p90 / target
+        if worst is None or r > ratio:
+            worst, ratio = signal, r
+    return worst, ratio
+
+
+def is_binding(obs: Observation) -> bool:
+    """Whether the limit actually held traffic back since the previous tick."""
+    return obs.peak_inflight >= obs.limit or obs.queued > 0
+
+
+class Params:
+    """Reads an algorithm's parameters from config, failing with the offending key named.
+
+    Call `finish()` after reading every known key: anything left over is a typo in the config.
+    """
+
+    def __init__(self, algorithm: str, params: Mapping[str, object]) -> None:
+        self._algorithm = algorithm
+        self._params = dict(params)
+        self._known: list[str] = []
+
+    def _error(self, key: str, message: str) -> ValueError:
+        return ValueError(f"algorithm {self._algorithm!r}: parameter {key!r} {message}")
+
+    def number(
+        self,
+        key: str,
+        default: float | None,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        low_open: bool = False,
+    ) -> float:
+        self._known.append(key)
+        raw = self._params.pop(key, default)
+        if raw is None:
+            raise self._error(key, "is required")
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise self._error(key, f"must be a number, got {raw!r}")
+        value = float(raw)
+        if not math.isfinite(value):
+            raise self._error(key, f"must be finite, got {raw!r}")
+        if low is not None and (value < low or (low_open and value == low)):
+            bound = f"> {low:g}" if low_open else f">= {low:g}"
+            raise self._error(key, f"must be {bound}, got {raw!r}")
+        if high is not None and value > high:
+            raise self._error(key, f"must be <= {high:g}, got {raw!r}")
+        return value
+
+    def integer(
+        self, key: str, default: int | None, *, low: int | None = None, high: int | None = None
+    ) -> int:
+        self._known.append(key)
+        raw = self._params.pop(key, default)
+        if raw is None:
+            raise self._error(key, "is required")
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise self._error(key, f"must be an integer, got {raw!r}")
+        if low is not None and raw < low:
+            raise self._error(key, f"must be >= {low}, got {raw!r}")
+        if high is not None and raw > high:
+            raise self._error(key, f"must be <= {high}, got {raw!r}")
+        return raw
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> str:
+        self._known.append(key)
+        raw = self._params.pop(key, default)
+        if raw not in options:
+            raise self._error(key, f"must be one of {', '.join(options)}; got {raw!r}")
+        return str(raw)
+
+    def finish(self) -> None:
+        if self._params:
+            unknown = ", ".join(repr(k) for k in sorted(self._params))
+            known = ", ".join(self._known) or "none"
+            raise ValueError(f"algorithm {self._algorithm!r}: unknown parameter {unknown} (known: {known})")

@@ -1,0 +1,35 @@
+"""Hand-built observations for the algorithm tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from gateway.types import BackendSignals, Observation
+
+ObsFactory = Callable[..., Observation]
+
+
+def make_obs(**overrides: Any) -> Observation:
+    """An observation of a healthy backend binding its limit (10 by default), with plenty of samples."""
+    fields: dict[str, Any] = {
+        "now": 100.0,
+        "limit": 10,
+        "ceiling": 64,
+        "floor": 1,
+        "queued": 0,
+        "p90": {},
+        "p50": {},
+        "sample_count": 50,
+        "min_samples": 8,
+    }
+    fields.update(overrides)
+    # Binding unless told otherwise: the peak follows the limit.
+    fields.setdefault("peak_inflight", fields["limit"])
+    fields.setdefault("inflight", fields["limit"])
+    return Observation(**fields)
+
+
+def signals(**kw: Any) -> BackendSignals:
+    kw.setdefault("at", 99.0)
+    return BackendSignals(**kw)

@@ -1,0 +1,183 @@
+"""The SLA-setpoint controller as arithmetic on hand-built observations."""
+
+from __future__ import annotations
+
+import pytest
+from limits_helpers import ObsFactory, signals
+
+from gateway.limits import SLALimit, create
+from gateway.types import SLA, Direction
+
+TTFT = SLA(ttft_p90=1.0)
+
+
+def algo(**params: object) -> SLALimit:
+    a = create("sla", params, TTFT)
+    assert isinstance(a, SLALimit)
+    return a
+
+
+def test_decrease_is_proportional_to_overshoot(obs: ObsFactory) -> None:
+    # 1.25x over target: limit 20 -> 20 / 1.25 = 16.
+    d = algo().update(obs(limit=20, peak_inflight=20, p90={"ttft": 1.25}))
+    assert (d.limit, d.direction, d.reason) == (16, Direction.DOWN, "p90_over_target")
+    assert "1.25x" in d.detail
+    # 1.6x over target: 20 / 1.6 = 12.5 -> 12. Twice as far over, cut more.
+    d2 = algo().update(obs(limit=20, peak_inflight=20, p90={"ttft": 1.6}))
+    assert d2.limit == 12
+
+
+def test_decrease_never_below_half_per_tick(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=24, p90={"ttft": 30.0}))
+    assert d.limit == 12
+
+
+def test_decrease_gain_and_bound_are_configurable(obs: ObsFactory) -> None:
+    # gain 0.5, r = 2: factor 1 / (1 + 0.5) = 0.667; 30 * 0.667 = 20.
+    d = algo(decrease_gain=0.5).update(obs(limit=30, p90={"ttft": 2.0}))
+    assert d.limit == 20
+    d = algo(max_decrease=0.2).update(obs(limit=30, p90={"ttft": 5.0}))
+    assert d.limit == 24
+
+
+def test_slight_overshoot_still_moves_one_step(obs: ObsFactory) -> None:
+    # 10 / 1.01 = 9.9 would round back to 10 without the one-step rule.
+    d = algo().update(obs(limit=10, p90={"ttft": 1.01}))
+    assert d.limit == 9
+
+
+def test_worst_signal_decides(obs: ObsFactory) -> None:
+    sla = SLA(ttft_p90=1.0, tpot_p90=0.1, e2e_p90=30.0)
+    a = create("sla", {}, sla)
+    # ttft 0.5x, tpot 2x, e2e 0.1x: the tpot overshoot halves the limit.
+    d = a.update(obs(limit=20, p90={"ttft": 0.5, "tpot": 0.2, "e2e": 3.0}))
+    assert d.limit == 10 and "tpot" in d.detail
+
+
+def test_signals_without_target_are_ignored(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=10, p90={"ttft": 0.2, "e2e": 99.0}))
+    assert d.direction == Direction.UP
+
+
+def test_increase_only_while_binding(obs: ObsFactory) -> None:
+    binding = algo().update(obs(limit=10, peak_inflight=10, p90={"ttft": 0.7}))
+    assert (binding.limit, binding.reason) == (11, "headroom")
+    queued = algo().update(obs(limit=10, peak_inflight=4, queued=3, p90={"ttft": 0.7}))
+    assert queued.limit == 11
+    idle = algo().update(obs(limit=10, peak_inflight=9, queued=0, p90={"ttft": 0.1}))
+    assert (idle.limit, idle.direction, idle.reason) == (10, Direction.HOLD, "not_binding")
+
+
+def test_fast_increase_far_under_target(obs: ObsFactory) -> None:
+    # r = 0.3 < 0.5: step ceil(sqrt(16)) = 4.
+    d = algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.3}))
+    assert d.limit == 20
+    # r = 0.6: additive step 1.
+    d = algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.6}))
+    assert d.limit == 17
+
+
+def test_dead_band_holds(obs: ObsFactory) -> None:
+    for r in (0.9, 0.95, 1.0):
+        d = algo().update(obs(limit=10, p90={"ttft": r}))
+        assert (d.limit, d.reason) == (10, "steady"), r
+
+
+def test_insufficient_samples_hold_even_over_target(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=10, sample_count=7, min_samples=8, p90={"ttft": 5.0}, preemptions_delta=3))
+    assert (d.limit, d.direction, d.reason) == (10, Direction.HOLD, "insufficient_samples")
+    assert "7 of 8" in d.detail and "preemptions" in d.detail
+
+
+def test_preemptions_back_off_even_under_target(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=20, p90={"ttft": 0.1}, preemptions_delta=4))
+    # 20 * 0.85 = 17.
+    assert (d.limit, d.reason) == (17, "preemptions")
+
+
+def test_rare_preemptions_are_tolerated(obs: ObsFactory) -> None:
+    # One preemption per 20 finished requests is under the 0.1 tolerance; three is over.
+    calm = algo().update(obs(limit=20, p90={"ttft": 0.7}, preemptions_delta=1, completed=20))
+    assert calm.direction == Direction.UP
+    d = algo().update(obs(limit=20, p90={"ttft": 0.7}, preemptions_delta=3, completed=20))
+    assert d.reason == "preemptions"
+    strict = algo(preemption_tolerance=0)
+    d = strict.update(obs(limit=20, p90={"ttft": 0.7}, preemptions_delta=1, completed=20))
+    assert d.reason == "preemptions"
+
+
+def test_fast_increase_waits_after_a_decrease(obs: ObsFactory) -> None:
+    a = algo()
+    assert a.update(obs(now=0.0, limit=20, p90={"ttft": 2.0})).direction == Direction.DOWN
+    # Far under target 30 s later: one step, not sqrt(10); after 60 s the fast step is back.
+    assert a.update(obs(now=30.0, limit=10, p90={"ttft": 0.1})).limit == 11
+    assert a.update(obs(now=61.0, limit=11, p90={"ttft": 0.1})).limit == 15
+
+
+def test_kv_saturated_with_backend_queueing(obs: ObsFactory) -> None:
+    s = signals(kv_usage=0.98, waiting=5, running=14)
+    d = algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s))
+    assert (d.limit, d.reason) == (18, "kv_saturated")
+
+
+def test_kv_high_without_queueing_blocks_increase_only(obs: ObsFactory) -> None:
+    s = signals(kv_usage=0.97, waiting=0, running=20)
+    d = algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s))
+    assert (d.limit, d.direction, d.reason) == (20, Direction.HOLD, "kv_saturated")
+
+
+def test_backend_queueing_lowers_to_running(obs: ObsFactory) -> None:
+    # vLLM runs 12 (max_num_seqs) and queues 8 of ours: keep them in our queue instead.
+    s = signals(kv_usage=0.5, waiting=8, running=12)
+    d = algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s))
+    assert (d.limit, d.reason) == (13, "backend_queueing")
+    # One request caught waiting between engine steps is tolerated.
+    s1 = signals(kv_usage=0.5, waiting=1, running=12)
+    assert algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s1)).reason == "headroom"
+
+
+def test_clamped_to_floor_and_ceiling(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=3, floor=3, p90={"ttft": 4.0}))
+    assert (d.limit, d.direction, d.reason) == (3, Direction.HOLD, "p90_over_target")
+    d = algo().update(obs(limit=16, ceiling=16, p90={"ttft": 0.1}))
+    assert (d.limit, d.reason) == (16, "at_ceiling")
+    d = algo().update(obs(limit=15, ceiling=16, p90={"ttft": 0.1}))
+    assert d.limit == 16  # sqrt step 4 clipped by the ceiling
+
+
+def test_ceiling_below_limit_forces_down(obs: ObsFactory) -> None:
+    d = algo().update(obs(limit=20, ceiling=15, p90={"ttft": 0.9}))
+    assert (d.limit, d.direction, d.reason) == (15, Direction.DOWN, "above_ceiling")
+
+
+def test_no_sla_targets_grows_until_backend_pushes_back(obs: ObsFactory) -> None:
+    a = create("sla", {}, SLA())
+    assert a.update(obs(limit=10)).direction == Direction.UP
+    d = a.update(obs(limit=10, preemptions_delta=1))
+    assert d.direction == Direction.DOWN
+
+
+def test_initial_limit() -> None:
+    assert algo().initial_limit(1, 256) == 8
+    assert algo(initial=40).initial_limit(1, 16) == 16
+
+
+@pytest.mark.parametrize(
+    ("params", "key"),
+    [
+        ({"increase_below": 1.5}, "increase_below"),
+        ({"max_decrease": 0}, "max_decrease"),
+        ({"initial": "8"}, "initial"),
+        ({"initial": True}, "initial"),
+        ({"kv_high_water": 0}, "kv_high_water"),
+        ({"speed": 2}, "speed"),
+    ],
+)
+def test_bad_params_name_the_key(params: dict[str, object], key: str) -> None:
+    with pytest.raises(ValueError, match=repr(key)):
+        create("sla", params, TTFT)
+
+
+def test_band_order_is_validated() -> None:
+    with pytest.raises(ValueError, match="fast_increase_below"):
+        create("sla", {"increase_below": 0.4, "fast_increase_below": 0.6}, TTFT)

@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.limiter import Limiter, Slot
+from gateway.limits import create
+from gateway.types import SLA, BackendSignals, Direction, Sample
+
+TTFT_1S = SLA(ttft_p90=1.0)
+
+
+class FakeClock:
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+def limiter(
+    name: str = "sla", params: dict[str, object] | None = None, **kw: object
+) -> tuple[Limiter, FakeClock, Counter]:
+    clock = FakeClock(100.0)
+    wake = Counter()
+    algo = create(name, params or {}, TTFT_1S)
+    lim = Limiter(algo, clock=clock, on_capacity=wake, **kw)  # type: ignore[arg-type]
+    return lim, clock, wake
+
+
+def fill(lim: Limiter) -> list[Slot]:
+    return [lim.acquire() for _ in range(lim.limit)]
+
+
+def finish(slots: list[Slot], clock: FakeClock, ttft: float) -> None:
+    """Finish requests that were dispatched at the current time, one second later."""
+    dispatched = clock.now
+    clock.now += 1.0
+    for s in slots:
+        s.release(Sample(dispatched_at=dispatched, e2e=1.0, ttft=ttft))
+
+
+def test_acquire_until_full_then_refuse() -> None:
+    lim, _, _ = limiter()
+    assert lim.limit == 8 and lim.floor == 1 and lim.ceiling == 256
+    slots = fill(lim)
+    assert lim.inflight == 8 and not lim.has_room()
+    with pytest.raises(RuntimeError, match="no room"):
+        lim.acquire()
+    slots[0].release(None)
+    assert lim.has_room() and lim.inflight == 7
+
+
+def test_release_exactly_once_and_wakes_the_queue() -> None:
+    lim, _, wake = limiter()
+    slot = lim.acquire()
+    slot.release(None)
+    assert wake.calls == 1 and slot.released
+    with pytest.raises(RuntimeError, match="twice"):
+        slot.release(None)
+    assert lim.inflight == 0 and wake.calls == 1
+
+
+def test_failed_requests_are_not_latency_samples() -> None:
+    lim, clock, _ = limiter()
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=0.001, ok=False))
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=3.0))
+    assert lim.p90() == {"e2e": 3.0}
+
+
+def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
+    lim, clock, wake = limiter()
+    slots = fill(lim)
+    finish(slots, clock, ttft=0.7)
+    wake.calls = 0
+    d = lim.tick(queued=4)
+    assert (d.direction, d.reason, d.limit) == (Direction.UP, "headroom", 9)
+    assert lim.limit == 9 and lim.last_change_at == clock.now
+    assert wake.calls == 1
+    assert lim.last_decision is d
+
+
+def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
+    lim, clock, _ = limiter(min_samples=8)
+    slots = fill(lim)
+    finish(slots[:5], clock, ttft=3.0)
+    assert lim.tick(queued=0).reason == "insufficient_samples"
+    finish(slots[5:], clock, ttft=3.0)
+    clock.now += 1
+    d = lim.tick(queued=0)
+    assert (d.reason, d.limit) == ("p90_over_target", 4)  # 8 / 3 -> halved at most
+    # Requests dispatched before the change no longer count...
+    assert lim.state()["samples"] == 0
+    old = Sample(dispatched_at=clock.now - 0.5, e2e=1.0, ttft=9.0)
+    lim.acquire().release(old)
+    assert lim.state()["samples"] == 0
+    # ...and the next tick waits for fresh evidence instead of cutting again.
+    assert lim.tick(queued=0).reason == "insufficient_samples"
+
+
+def test_peak_inflight_resets_each_tick() -> None:
+    lim, clock, _ = limiter(min_samples=1)
+    slots = fill(lim)
+    finish(slots, clock, ttft=0.7)
+    assert lim.tick(queued=0).direction == Direction.UP  # peak 8 = limit: binding
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.7))
+    clock.now += 1
+    assert lim.tick(queued=0).reason == "not_binding"  # peak 1 since the last tick
+
+
+def test_preemption_counter_delta() -> None:
+    lim, clock, _ = limiter(min_samples=1)
+    lim.observe(BackendSignals(at=clock.now, preemptions_total=40))
+    slots = fill(lim)
+    finish(slots, clock, ttft=0.1)
+    assert lim.tick(queued=0).reason != "preemptions"  # the first reading is a baseline
+    lim.observe(BackendSignals(at=clock.now, preemptions_total=43))
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
+    d = lim.tick(queued=0)
+    assert d.reason == "preemptions" and d.detail.startswith("3 ")
+    # A restarted backend counts from zero again: its new count is the delta.
+    lim.observe(BackendSignals(at=clock.now, preemptions_total=2))
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
+    assert lim.tick(queued=0).detail.startswith("2 ")
+
+
+def test_backend_histogram_fills_missing_ttft() -> None:
+    lim, clock, _ = limiter(min_samples=1)
+    slot = lim.acquire()
+    clock.now += 2
+    slot.release(Sample(dispatched_at=clock.now - 2.0, e2e=2.0))  # non-streaming
+    lim.observe(BackendSignals(at=clock.now, ttft_p90=2.5))
+    assert lim.p90() == {"e2e": 2.0, "ttft": 2.5}
+    assert lim.tick(queued=0).reason == "p90_over_target"
+
+
+def test_kv_ceiling_arithmetic_then_measured_footprint() -> None:
+    lim, clock, _ = limiter(min_samples=1)
+    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192))
+    assert lim.ceiling == 256  # capacity known, footprint not yet
+    lim.acquire().release(
+        Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1, prompt_tokens=232, output_tokens=300)
+    )
+    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192))
+    assert lim.kv_ceiling() == 15 and lim.ceiling == 15  # 8192 / 532 = 15.4
+    # The backend runs 16 sequences holding half the cache: 256 tokens each, 32 fit.
+    lim.observe(BackendSignals(at=clock.now, kv_usage=0.5, running=16))
+    assert lim.kv_per_running == 256.0 and lim.ceiling == 32
+
+
+def test_ceiling_drop_lowers_limit_at_once_and_never_below_floor() -> None:
+    lim, clock, _ = limiter(params={"initial": 20}, floor=2, min_samples=1)
+    assert lim.limit == 20
+    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
+    assert lim.ceiling == 2 and lim.limit == 2  # 1000 tokens per sequence: 1 fits; floor 2
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
+    d = lim.tick(queued=0)
+    assert (d.limit, d.direction, d.reason) == (2, Direction.DOWN, "above_ceiling")
+
+
+def test_fixed_ignores_kv_ceiling() -> None:
+    lim, clock, _ = limiter("fixed", {"limit": 24})
+    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192, kv_usage=1.0, running=16))
+    assert lim.limit == 24 and lim.ceiling == 256
+
+
+def test_state_is_json_ready() -> None:
+    import json
+
+    lim, clock, _ = limiter(min_samples=1)
+    lim.observe(BackendSignals(at=clock.now, kv_usage=0.4, waiting=0, running=3))
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2, tpot=0.01))
+    lim.tick(queued=0)
+    state = json.loads(json.dumps(lim.state()))
+    assert state["algorithm"] == "sla" and state["limit"] == 8 and state["inflight"] == 0
+    assert state["p90"] == {"ttft": 0.2, "tpot": 0.01, "e2e": 1.0}
+    assert state["kv_usage"] == 0.4 and state["last_decision"]["reason"] == "not_binding"
+
+
+def test_constructor_validation() -> None:
+    algo = create("sla", {}, TTFT_1S)
+    with pytest.raises(ValueError, match="floor"):
+        Limiter(algo, clock=FakeClock(), floor=0)
+    with pytest.raises(ValueError, match="max_limit"):
+        Limiter(algo, clock=FakeClock(), floor=10, max_limit=5)
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("acquire"), st.integers(0, 0)),
+        st.tuples(st.just("release"), st.integers(0, 1000)),
+        st.tuples(st.just("tick"), st.integers(0, 50)),
+        st.tuples(st.just("scrape"), st.integers(0, 100)),
+        st.tuples(st.just("advance"), st.integers(1, 30)),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.sampled_from(["sla", "aimd", "gradient"]),
+    floor=st.integers(1, 4),
+    steps=ops,
+    latency=st.floats(0.01, 5.0),
+)
+def test_random_sequences_keep_invariants(
+    name: str, floor: int, steps: list[tuple[str, int]], latency: float
+) -> None:
+    clock = FakeClock(0.0)
+    lim = Limiter(create(name, {}, TTFT_1S), clock=clock, floor=floor, max_limit=40, min_samples=2)
+    held: list[tuple[Slot, float]] = []
+    preemptions = 0.0
+    for op, arg in steps:
+        if op == "acquire" and lim.has_room():
+            held.append((lim.acquire(), clock.now))
+        elif op == "release" and held:
+            slot, at = held.pop(arg % len(held))
+            ttft = latency * (1 + len(held) / 10)
+            slot.release(
+                Sample(dispatched_at=at, e2e=ttft + 1, ttft=ttft, prompt_tokens=200, output_tokens=50)
+            )
+        elif op == "tick":
+            lim.tick(queued=arg)
+        elif op == "scrape":
+            preemptions += arg % 3
+            lim.observe(
+                BackendSignals(
+                    at=clock.now,
+                    kv_usage=arg / 100,
+                    running=float(len(held)),
+                    waiting=float(arg % 4),
+                    preemptions_total=preemptions,
+                    kv_capacity_tokens=2000 + 100 * arg,
+                )
+            )
+        else:
+            clock.now += arg
+        assert lim.inflight == len(held) >= 0
+        assert lim.floor <= lim.limit <= lim.ceiling
+    for slot, _at in held:
+        slot.release(None)
+    assert lim.inflight == 0
+
+
+def test_no_wake_when_a_release_leaves_no_room() -> None:
+    lim, clock, wake = limiter(min_samples=1)
+    slots = fill(lim)
+    finish(slots[:1], clock, ttft=5.0)
+    lim.tick(queued=3)  # 8 -> 4 while 7 are still in flight
+    assert lim.limit == 4 and lim.inflight == 7
+    wake.calls = 0
+    for s in slots[1:4]:
+        s.release(None)
+    assert wake.calls == 0 and lim.inflight == 4
+    slots[4].release(None)
+    assert wake.calls == 1 and lim.has_room()
+
+
+def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
+    lim, clock, _ = limiter(min_samples=1, control_samples=4)
+    for ttft in (5.0, 5.0, 5.0, 5.0, 0.1, 0.1, 0.1, 0.1):
+        lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=ttft))
+    assert lim.p90()["ttft"] == 5.0
+    # The newest four say the backend recovered: not a decrease.
+    assert lim.tick(queued=0).direction != Direction.DOWN
