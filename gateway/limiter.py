@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 from gateway.limits.base import LimitAlgorithm, clamp
 from gateway.types import (
@@ -54,11 +55,18 @@ MIN_RTT_HORIZON = 300.0
 class Slot:
     """One admitted request's hold on a backend. Release exactly once."""
 
-    __slots__ = ("_limiter", "_released")
+    __slots__ = ("_limiter", "_released", "_ttft_recorded")
 
     def __init__(self, limiter: Limiter) -> None:
         self._limiter = limiter
         self._released = False
+        self._ttft_recorded = False
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        """The request's first token arrived: its TTFT counts now, not when the request ends."""
+        if not self._released and not self._ttft_recorded:
+            self._ttft_recorded = True
+            self._limiter._window.add_first_token(dispatched_at, ttft)
 
     @property
     def released(self) -> bool:
@@ -69,6 +77,8 @@ class Slot:
         if self._released:
             raise RuntimeError("slot released twice")
         self._released = True
+        if sample is not None and self._ttft_recorded and sample.ttft is not None:
+            sample = replace(sample, ttft=None)
         self._limiter._release(sample)
 
 

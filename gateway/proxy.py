@@ -111,6 +111,7 @@ class Upstream:
                             stats.feed(chunk, now)
                             if first_token_at is None and stats.first_at is not None:
                                 first_token_at = stats.first_at
+                                lease.slot.first_token(dispatched, first_token_at - dispatched)
                         else:
                             tail = (tail + chunk)[-512:]
                         await send({"type": "http.response.body", "body": chunk,

@@ -38,7 +38,7 @@ class _Entry(NamedTuple):
     dispatched_at: float
     ttft: float | None
     tpot: float | None
-    e2e: float
+    e2e: float | None
     per_token: float | None
 
 
@@ -64,6 +64,19 @@ class SampleWindow:
         self._entries.append(
             _Entry(now, sample.dispatched_at, sample.ttft, sample.tpot, sample.e2e, per_token)
         )
+        self._expire(now)
+        return True
+
+    def add_first_token(self, dispatched_at: float, ttft: float) -> bool:
+        """Record a streaming request's TTFT when its first token arrives, before it finishes.
+
+        TTFT is known long before the request ends (an output of 300 tokens takes seconds more), so
+        it is counted on arrival; the finished sample then comes without it.
+        """
+        if dispatched_at < self.epoch_start:
+            return False
+        now = self._clock()
+        self._entries.append(_Entry(now, dispatched_at, ttft, None, None, None))
         self._expire(now)
         return True
 

@@ -273,3 +273,16 @@ def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
     assert lim.p90()["ttft"] == 5.0
     # The newest four say the backend recovered: not a decrease.
     assert lim.tick(queued=0).direction != Direction.DOWN
+
+
+def test_ttft_counts_when_the_first_token_arrives_and_only_once() -> None:
+    lim, clock, _ = limiter()
+    slot = lim.acquire()
+    dispatched = clock.now
+    clock.now += 0.3
+    slot.first_token(dispatched, 0.3)
+    assert lim.p90()["ttft"] == 0.3  # known long before the request finishes
+    clock.now += 5.0
+    slot.release(Sample(dispatched_at=dispatched, e2e=5.3, ttft=0.3, tpot=0.01, output_tokens=500))
+    assert lim._window.values("ttft") == [0.3]
+    assert lim.p90()["e2e"] == 5.3
