@@ -38,8 +38,14 @@ class ClientGone(Exception):
 class OpenAIProxy:
     """ASGI app for POST /v1/chat/completions, /v1/completions and /v1/embeddings."""
 
-    def __init__(self, config: GatewayConfig, dispatch: Dispatch, upstream: Upstream,
-                 telemetry: Telemetry, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        dispatch: Dispatch,
+        upstream: Upstream,
+        telemetry: Telemetry,
+        clock: Clock,
+    ) -> None:
         self._config = config
         self._dispatch = dispatch
         self._upstream = upstream
@@ -81,22 +87,35 @@ class OpenAIProxy:
 
         limit = self._config.max_body_bytes
         if content_length > limit:
-            raise GatewayError(413, f"request body of {content_length} bytes is over the limit of "
-                               f"{limit} bytes", "request_too_large")
+            raise GatewayError(
+                413,
+                f"request body of {content_length} bytes is over the limit of {limit} bytes",
+                "request_too_large",
+            )
         body = await read_body(receive, limit)
         tenant = self._tenant(auth)
         model, streaming = parse_request(body)
         if not self._dispatch.pool.known(model):
-            raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found",
-                               param="model")
-        ticket = Ticket(tenant=tenant, priority=self._parse_priority(priority_header, tenant),
-                        timeout=_parse_seconds(timeout_header), request_id=request_id)
-        await self._admit_and_forward(scope, receive, send, model, streaming, body, forward, ticket,
-                                      arrived)
+            raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found", param="model")
+        ticket = Ticket(
+            tenant=tenant,
+            priority=self._parse_priority(priority_header, tenant),
+            timeout=_parse_seconds(timeout_header),
+            request_id=request_id,
+        )
+        await self._admit_and_forward(scope, receive, send, model, streaming, body, forward, ticket, arrived)
 
     async def _admit_and_forward(
-        self, scope: Scope, receive: Receive, send: Send, model: str, streaming: bool, body: bytes,
-        forward: dict[str, str], ticket: Ticket, arrived: float,
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        model: str,
+        streaming: bool,
+        body: bytes,
+        forward: dict[str, str],
+        ticket: Ticket,
+        arrived: float,
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
@@ -114,19 +133,25 @@ class OpenAIProxy:
             except Rejected as rej:
                 telemetry.rejected(model, rej.reason)
                 status = rej.status
-                raise GatewayError(rej.status, rej.message, rej.reason,
-                                   retry_after=rej.retry_after,
-                                   should_retry=rej.should_retry) from None
+                raise GatewayError(
+                    rej.status,
+                    rej.message,
+                    rej.reason,
+                    retry_after=rej.retry_after,
+                    should_retry=rej.should_retry,
+                ) from None
             telemetry.queued(model, self._clock() - arrived)
             tried: list[Backend] = []
             while lease is not None:
                 backend_name = lease.backend
-                extra = [(b"x-gateway-backend", backend_name.encode()),
-                         (b"x-request-id", ticket.request_id.encode() if ticket.request_id else b"")]
+                extra = [
+                    (b"x-gateway-backend", backend_name.encode()),
+                    (b"x-request-id", ticket.request_id.encode() if ticket.request_id else b""),
+                ]
                 try:
                     result = await self._upstream.exchange(
-                        lease, scope["path"], body, forward, send, streaming=streaming,
-                        extra_headers=extra)
+                        lease, scope["path"], body, forward, send, streaming=streaming, extra_headers=extra
+                    )
                     break
                 except (UpstreamUnavailable, UpstreamTimeout) as exc:
                     failed, lease = lease, None
@@ -136,14 +161,21 @@ class OpenAIProxy:
                         log.warning("backend %s ejected: %s", failed.backend, exc)
                     if len(tried) > self._config.retries:
                         status = 504 if isinstance(exc, UpstreamTimeout) else 502
-                        raise GatewayError(status, f"upstream failed: {exc}",
-                                           "upstream_timeout" if status == 504 else "bad_gateway",
-                                           retry_after=1.0) from None
+                        raise GatewayError(
+                            status,
+                            f"upstream failed: {exc}",
+                            "upstream_timeout" if status == 504 else "bad_gateway",
+                            retry_after=1.0,
+                        ) from None
                     lease = self._dispatch.pool.try_acquire(model, exclude=tried)
                     if lease is None:
                         status = 503
-                        raise GatewayError(503, f"no other backend could take the request after: "
-                                           f"{exc}", "no_backend", retry_after=1.0) from None
+                        raise GatewayError(
+                            503,
+                            f"no other backend could take the request after: {exc}",
+                            "no_backend",
+                            retry_after=1.0,
+                        ) from None
             assert result is not None and lease is not None
             status = result.status
             if result.failed:
@@ -160,8 +192,14 @@ class OpenAIProxy:
             watcher.cancel()
             if lease is not None:
                 lease.release(result.sample if result is not None else None)
-            telemetry.finished(model, backend_name, status, arrived, self._clock(),
-                               result.first_token_at if result is not None else None)
+            telemetry.finished(
+                model,
+                backend_name,
+                status,
+                arrived,
+                self._clock(),
+                result.first_token_at if result is not None else None,
+            )
 
     def _tenant(self, auth: bytes | None) -> str:
         if not self._tenants:
@@ -169,9 +207,13 @@ class OpenAIProxy:
         key = auth[7:].decode("latin-1") if auth and auth[:7].lower() == b"bearer " else None
         tenant = self._tenants.get(key) if key else None
         if tenant is None:
-            raise GatewayError(401, "Incorrect API key provided." if key else
-                               "Missing API key: send it as 'Authorization: Bearer <key>'.",
-                               "invalid_api_key")
+            raise GatewayError(
+                401,
+                "Incorrect API key provided."
+                if key
+                else "Missing API key: send it as 'Authorization: Bearer <key>'.",
+                "invalid_api_key",
+            )
         return tenant.name
 
     def _parse_priority(self, header: bytes | None, tenant: str) -> int:
@@ -179,8 +221,9 @@ class OpenAIProxy:
             try:
                 return int(header)
             except ValueError:
-                raise GatewayError(400, "x-priority must be an integer", "invalid_priority",
-                                   param="x-priority") from None
+                raise GatewayError(
+                    400, "x-priority must be an integer", "invalid_priority", param="x-priority"
+                ) from None
         return self._priority.get(tenant, 0)
 
 
@@ -192,8 +235,12 @@ def _parse_seconds(header: bytes | None) -> float | None:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise GatewayError(400, "x-queue-timeout must be a positive number of seconds",
-                           "invalid_timeout", param="x-queue-timeout")
+        raise GatewayError(
+            400,
+            "x-queue-timeout must be a positive number of seconds",
+            "invalid_timeout",
+            param="x-queue-timeout",
+        )
     return value
 
 
@@ -218,8 +265,7 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise GatewayError(413, f"request body is over the limit of {limit} bytes",
-                               "request_too_large")
+            raise GatewayError(413, f"request body is over the limit of {limit} bytes", "request_too_large")
         parts.append(chunk)
         if not message.get("more_body"):
             return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -235,13 +281,11 @@ def parse_request(body: bytes) -> tuple[str, bool]:
         raise GatewayError(400, "request body must be a JSON object", "invalid_request")
     model = payload.get("model")
     if not isinstance(model, str) or not model:
-        raise GatewayError(400, "you must provide a model parameter", "missing_model",
-                           param="model")
+        raise GatewayError(400, "you must provide a model parameter", "missing_model", param="model")
     return model, payload.get("stream") is True
 
 
 async def respond_error(send: Send, err: GatewayError) -> None:
     with contextlib.suppress(RuntimeError):  # a response already started cannot be replaced
-        await send({"type": "http.response.start", "status": err.status,
-                    "headers": err.headers()})
+        await send({"type": "http.response.start", "status": err.status, "headers": err.headers()})
         await send({"type": "http.response.body", "body": err.body()})

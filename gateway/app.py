@@ -60,11 +60,15 @@ class Gateway:
 
     def _make_backend(self, index: int) -> Backend:
         bc = self.config.backends[index]
-        algorithm = limits.create(self.config.controller.algorithm, self.config.controller.params,
-                                  self.config.sla)
+        algorithm = limits.create(
+            self.config.controller.algorithm, self.config.controller.params, self.config.sla
+        )
         backend_ref: list[Backend] = []
         limiter = Limiter(
-            algorithm, clock=self.clock, floor=bc.min_concurrency, max_limit=bc.max_concurrency,
+            algorithm,
+            clock=self.clock,
+            floor=bc.min_concurrency,
+            max_limit=bc.max_concurrency,
             window_seconds=self.config.controller.window_seconds,
             min_samples=self.config.controller.min_samples,
             on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
@@ -78,8 +82,7 @@ class Gateway:
         if kind == "http":
             handler = self.routes.get(scope["path"])
             if handler is None:
-                await respond_error(send, GatewayError(404, f"no route for {scope['path']}",
-                                                       "not_found"))
+                await respond_error(send, GatewayError(404, f"no route for {scope['path']}", "not_found"))
                 return
             await handler(scope, receive, send)
         elif kind == "lifespan":
@@ -106,9 +109,9 @@ class Gateway:
         await self.upstream.start()
         timeout = max(1.0, min(5.0, self.config.health.interval * 2))
         monitors = [
-            BackendMonitor(b, self.upstream.session, clock=self.clock,
-                           timeout=timeout,
-                           on_available=self.dispatch.wake)
+            BackendMonitor(
+                b, self.upstream.session, clock=self.clock, timeout=timeout, on_available=self.dispatch.wake
+            )
             for b in self.backends
         ]
         # One round before serving, so models are known and healthy backends are in rotation.
@@ -117,8 +120,12 @@ class Gateway:
             self._tasks.append(asyncio.create_task(self._monitor_loop(m)))
             self._tasks.append(asyncio.create_task(self._control_loop(m.backend)))
         for b in self.backends:
-            log.info("backend %s %s: %s", b.name, "up" if b.healthy else "DOWN",
-                     ", ".join(sorted(b.models)) or b.last_error)
+            log.info(
+                "backend %s %s: %s",
+                b.name,
+                "up" if b.healthy else "DOWN",
+                ", ".join(sorted(b.models)) or b.last_error,
+            )
 
     async def stop(self) -> None:
         await stop_tasks(self._tasks)
@@ -135,29 +142,42 @@ class Gateway:
             await asyncio.sleep(self.config.controller.interval)
             decision = backend.limiter.tick(self.dispatch.queued_for(backend))
             if decision.direction is not Direction.HOLD:
-                self.metrics.adjustments.labels(backend.name, decision.direction.value,
-                                                decision.reason).inc()
-                log.info("%s limit %s to %d (%s): %s", backend.name, decision.direction.value,
-                         decision.limit, decision.reason, decision.detail)
+                self.metrics.adjustments.labels(backend.name, decision.direction.value, decision.reason).inc()
+                log.info(
+                    "%s limit %s to %d (%s): %s",
+                    backend.name,
+                    decision.direction.value,
+                    decision.limit,
+                    decision.reason,
+                    decision.detail,
+                )
 
     # --- plain routes ---
 
     async def _models(self, scope: Scope, receive: Receive, send: Send) -> None:
         created = int(time.time())
-        data = [{"id": m, "object": "model", "created": created, "owned_by": "llm-gateway"}
-                for m in self.pool.models()]
+        data = [
+            {"id": m, "object": "model", "created": created, "owned_by": "llm-gateway"}
+            for m in self.pool.models()
+        ]
         await send_json(send, 200, {"object": "list", "data": data})
 
     async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
         now = self.clock()
         up = [b.name for b in self.backends if b.in_rotation(now)]
-        await send_json(send, 200 if up else 503,
-                        {"status": "ok" if up else "no healthy backend", "backends_up": up})
+        await send_json(
+            send, 200 if up else 503, {"status": "ok" if up else "no healthy backend", "backends_up": up}
+        )
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.refresh_gauges()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", CONTENT_TYPE.encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", CONTENT_TYPE.encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": self.metrics.render()})
 
     async def _state(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -203,8 +223,9 @@ class Gateway:
 
 
 async def send_json(send: Send, status: int, payload: object) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
     await send({"type": "http.response.body", "body": orjson.dumps(payload)})
 
 

@@ -16,8 +16,7 @@ from gateway.types import BackendSignals, Clock, Sample
 
 
 class Backend:
-    def __init__(self, config: BackendConfig, limiter: Limiter, health: HealthConfig,
-                 clock: Clock) -> None:
+    def __init__(self, config: BackendConfig, limiter: Limiter, health: HealthConfig, clock: Clock) -> None:
         self.config = config
         self.name = config.name
         self.url = config.url
@@ -48,8 +47,7 @@ class Backend:
         self.last_error = error
         if self.consecutive_failures < self._health.failure_threshold:
             return False
-        backoff = min(self._health.backoff_max,
-                      self._health.backoff_initial * 2.0 ** min(self.ejections, 16))
+        backoff = min(self._health.backoff_max, self._health.backoff_initial * 2.0 ** min(self.ejections, 16))
         self.ejections += 1
         self.ejected_until = self._clock() + backoff
         self.healthy = False
@@ -128,9 +126,9 @@ class Pool:
     def all_busy(self, model: str) -> bool:
         """True when no backend in rotation serving `model` has a free slot."""
         now = self._clock()
-        return not any(model in b.models and b.in_rotation(now) and b.limiter.has_room()
-                       for b in self.backends)
+        return not any(
+            model in b.models and b.in_rotation(now) and b.limiter.has_room() for b in self.backends
+        )
 
     def serving(self, model: str) -> list[Backend]:
         return [b for b in self.backends if model in b.models]
-

@@ -13,16 +13,19 @@ _ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
 def _add_gateway_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to listen on (default 8080)")
-    p.add_argument("--sla-ttft-p90", type=float, metavar="SECONDS",
-                   help="P90 time-to-first-token target (default 1.0 when no SLA is given)")
-    p.add_argument("--sla-tpot-p90", type=float, metavar="SECONDS",
-                   help="P90 time-per-output-token target")
-    p.add_argument("--sla-e2e-p90", type=float, metavar="SECONDS",
-                   help="P90 end-to-end latency target")
+    p.add_argument(
+        "--sla-ttft-p90",
+        type=float,
+        metavar="SECONDS",
+        help="P90 time-to-first-token target (default 1.0 when no SLA is given)",
+    )
+    p.add_argument("--sla-tpot-p90", type=float, metavar="SECONDS", help="P90 time-per-output-token target")
+    p.add_argument("--sla-e2e-p90", type=float, metavar="SECONDS", help="P90 end-to-end latency target")
     p.add_argument("--algorithm", choices=_ALGORITHMS, help="concurrency limit algorithm (default sla)")
     p.add_argument("--max-queue", type=int, metavar="N", help="admission queue bound per model")
-    p.add_argument("--queue-timeout", type=float, metavar="SECONDS",
-                   help="longest a request may wait in the queue")
+    p.add_argument(
+        "--queue-timeout", type=float, metavar="SECONDS", help="longest a request may wait in the queue"
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -32,8 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the gateway in front of vLLM backends")
     serve.add_argument("--config", metavar="PATH", help="YAML config file (see config/gateway.yaml)")
-    serve.add_argument("--backend", action="append", default=[], metavar="URL",
-                       help="a vLLM server's base URL; repeat for several (instead of --config)")
+    serve.add_argument(
+        "--backend",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a vLLM server's base URL; repeat for several (instead of --config)",
+    )
     _add_gateway_flags(serve)
 
     demo = sub.add_parser("demo", help="gateway plus two simulated vLLM backends on localhost")
@@ -48,9 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from gateway.sim import cli as sim_cli
 
-    sim_cli.configure_parser(
-        sub.add_parser("sim", help="run a simulated vLLM server (no GPU needed)")
-    )
+    sim_cli.configure_parser(sub.add_parser("sim", help="run a simulated vLLM server (no GPU needed)"))
     return parser
 
 
@@ -59,14 +65,22 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.host is not None or args.port is not None:
         out["listen"] = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    sla = {k: v for k, v in (("ttft_p90", args.sla_ttft_p90), ("tpot_p90", args.sla_tpot_p90),
-                             ("e2e_p90", args.sla_e2e_p90)) if v is not None}
+    sla = {
+        k: v
+        for k, v in (
+            ("ttft_p90", args.sla_ttft_p90),
+            ("tpot_p90", args.sla_tpot_p90),
+            ("e2e_p90", args.sla_e2e_p90),
+        )
+        if v is not None
+    }
     if sla:
         out["sla"] = sla
     if args.algorithm is not None:
         out["controller"] = {"algorithm": args.algorithm}
-    queue = {k: v for k, v in (("max_depth", args.max_queue), ("timeout", args.queue_timeout))
-             if v is not None}
+    queue = {
+        k: v for k, v in (("max_depth", args.max_queue), ("timeout", args.queue_timeout)) if v is not None
+    }
     if queue:
         out["queue"] = queue
     return out
@@ -105,8 +119,7 @@ def _serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"llm-gateway: {problem}", file=sys.stderr)
         return 2
-    run(create_app(config), config.host, config.port, grace=config.shutdown_grace,
-        log_level=args.log_level)
+    run(create_app(config), config.host, config.port, grace=config.shutdown_grace, log_level=args.log_level)
     return 0
 
 
@@ -119,8 +132,10 @@ def _check_config(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"{args.path}: {problem}" if not problem.startswith(args.path) else problem)
         return 2
-    print(f"{args.path}: OK ({len(config.backends)} backends, algorithm "
-          f"{config.controller.algorithm}, SLA {config.sla.targets()})")
+    print(
+        f"{args.path}: OK ({len(config.backends)} backends, algorithm "
+        f"{config.controller.algorithm}, SLA {config.sla.targets()})"
+    )
     return 0
 
 

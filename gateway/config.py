@@ -121,13 +121,22 @@ class _Reader:
                 self.problems.append(f"{path}{key}: unknown key (allowed: {', '.join(sorted(allowed))})")
 
     def number(
-        self, data: Mapping[str, Any], key: str, default: float, path: str, *, minimum: float = 0.0,
-        integer: bool = False, exclusive: bool = False,
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        default: float,
+        path: str,
+        *,
+        minimum: float = 0.0,
+        integer: bool = False,
+        exclusive: bool = False,
     ) -> Any:
         value = data.get(key, default)
         kind = "an integer" if integer else "a number"
-        if isinstance(value, bool) or not isinstance(value, int | float) or (
-            integer and not isinstance(value, int)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (integer and not isinstance(value, int))
         ):
             self.problems.append(f"{path}{key}: must be {kind}, got {value!r}")
             return default
@@ -172,8 +181,9 @@ def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
     if not isinstance(raw, Mapping):
         r.problems.append(f"backends[{index}]: must be a URL or a mapping with 'url'")
         return None
-    r.unknown(raw, {"url", "name", "models", "api_key", "api_key_env", "min_concurrency",
-                    "max_concurrency"}, path)
+    r.unknown(
+        raw, {"url", "name", "models", "api_key", "api_key_env", "min_concurrency", "max_concurrency"}, path
+    )
     url = raw.get("url")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         r.problems.append(f"{path}url: must be an http(s) URL like http://127.0.0.1:8000, got {url!r}")
@@ -188,8 +198,12 @@ def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
         r.problems.append(f"{path}min_concurrency: {lo} is above max_concurrency {hi}")
     name = raw.get("name") or _backend_name(url, index)
     return BackendConfig(
-        url=url.rstrip("/"), name=str(name), models=tuple(models),
-        api_key=r.secret(raw, "api_key", path), min_concurrency=lo, max_concurrency=hi,
+        url=url.rstrip("/"),
+        name=str(name),
+        models=tuple(models),
+        api_key=r.secret(raw, "api_key", path),
+        min_concurrency=lo,
+        max_concurrency=hi,
     )
 
 
@@ -216,15 +230,29 @@ def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
             keys.append(r.env[var])
     priority = r.number(raw, "priority", 0, path, minimum=-1000, integer=True)
     weight = r.number(raw, "weight", 1.0, path, exclusive=True)
-    return TenantConfig(name=raw["name"], api_keys=tuple(keys), weight=float(weight),
-                        priority=priority)
+    return TenantConfig(name=raw["name"], api_keys=tuple(keys), weight=float(weight), priority=priority)
 
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""
     r = _Reader(os.environ if env is None else env)
-    r.unknown(data, {"listen", "backends", "sla", "controller", "queue", "timeouts", "health",
-                     "tenants", "max_body_bytes", "retries", "shutdown_grace"}, "")
+    r.unknown(
+        data,
+        {
+            "listen",
+            "backends",
+            "sla",
+            "controller",
+            "queue",
+            "timeouts",
+            "health",
+            "tenants",
+            "max_body_bytes",
+            "retries",
+            "shutdown_grace",
+        },
+        "",
+    )
     listen = r.section(data, "listen", "")
     r.unknown(listen, {"host", "port"}, "listen.")
     host = listen.get("host", "127.0.0.1")
@@ -260,7 +288,8 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         r.problems.append("controller.params: must be a mapping")
         params = {}
     controller = ControllerConfig(
-        algorithm=str(c.get("algorithm", "sla")), params=dict(params),
+        algorithm=str(c.get("algorithm", "sla")),
+        params=dict(params),
         interval=float(r.number(c, "interval", 1.0, "controller.", exclusive=True)),
         window_seconds=float(r.number(c, "window_seconds", 30.0, "controller.", exclusive=True)),
         min_samples=r.number(c, "min_samples", 8, "controller.", minimum=1, integer=True),
@@ -274,10 +303,12 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     )
     t = r.section(data, "timeouts", "")
     r.unknown(t, {"connect", "first_byte", "idle"}, "timeouts.")
-    timeouts = TimeoutConfig(*(
-        float(r.number(t, k, d, "timeouts.", exclusive=True))
-        for k, d in (("connect", 5.0), ("first_byte", 300.0), ("idle", 60.0))
-    ))
+    timeouts = TimeoutConfig(
+        *(
+            float(r.number(t, k, d, "timeouts.", exclusive=True))
+            for k, d in (("connect", 5.0), ("first_byte", 300.0), ("idle", 60.0))
+        )
+    )
     h = r.section(data, "health", "")
     r.unknown(h, {"interval", "failure_threshold", "backoff_initial", "backoff_max"}, "health.")
     health = HealthConfig(
@@ -298,15 +329,20 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         for tc in tenants:
             for key in tc.api_keys:
                 if key in seen and seen[key] != tc.name:
-                    r.problems.append(f"tenants: an API key is given to both {seen[key]!r} and "
-                                      f"{tc.name!r}")
+                    r.problems.append(f"tenants: an API key is given to both {seen[key]!r} and {tc.name!r}")
                 seen[key] = tc.name
 
     config = GatewayConfig(
-        backends=tuple(backends), host=host, port=port, sla=sla, controller=controller,
-        queue=queue, timeouts=timeouts, health=health, tenants=tuple(tenants),
-        max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1,
-                                integer=True),
+        backends=tuple(backends),
+        host=host,
+        port=port,
+        sla=sla,
+        controller=controller,
+        queue=queue,
+        timeouts=timeouts,
+        health=health,
+        tenants=tuple(tenants),
+        max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1, integer=True),
         retries=r.number(data, "retries", 1, "", integer=True),
         shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
     )

@@ -7,7 +7,6 @@ load test fills, so the controller, the queue and the alerts all have something 
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import Any
 
 from gateway.app import create_app
@@ -53,13 +52,13 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     sims: list[SimServer] = []
     try:
         for i, port in enumerate(BACKEND_PORTS):
-            config = SimConfig(profile=profile.override({"seed": profile.seed + i}), model=model)
-            sim = SimServer(config, port=port)
+            sim_config = SimConfig(profile=profile.override({"seed": profile.seed + i}), model=model)
+            sim = SimServer(sim_config, port=port)
             try:
                 await sim.start()
             except OSError:
                 await sim.stop()
-                sim = SimServer(config, port=0)
+                sim = SimServer(sim_config, port=0)
                 await sim.start()
             sims.append(sim)
         try:

@@ -24,8 +24,11 @@ class Dispatch:
         q = self.queues.get(model)
         if q is None:
             q = AdmissionQueue(
-                model, self.pool, clock=self._clock,
-                max_depth=self._config.queue.max_depth, timeout=self._config.queue.timeout,
+                model,
+                self.pool,
+                clock=self._clock,
+                max_depth=self._config.queue.max_depth,
+                timeout=self._config.queue.timeout,
                 tenant_weights=self._weights,
             )
             self.queues[model] = q
@@ -43,4 +46,3 @@ class Dispatch:
     def capacity_exhausted(self, model: str) -> bool:
         q = self.queues.get(model)
         return q is not None and q.depth > 0 and self.pool.all_busy(model)
-

@@ -33,12 +33,16 @@ class GatewayError(Exception):
     should_retry: bool | None = None
 
     def body(self) -> bytes:
-        return orjson.dumps({"error": {
-            "message": self.message,
-            "type": _TYPES.get(self.status, "api_error"),
-            "param": self.param,
-            "code": self.code,
-        }})
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": self.message,
+                    "type": _TYPES.get(self.status, "api_error"),
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }
+        )
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         out = [(b"content-type", b"application/json")]

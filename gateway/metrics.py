@@ -14,10 +14,46 @@ from gateway.types import SLA
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 # Latency buckets for LLM requests: tens of milliseconds up to several minutes.
-_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0,
-                    15.0, 20.0, 30.0, 60.0, 120.0, 300.0)
-_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0,
-                 60.0, 120.0)
+_LATENCY_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    3.0,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
+_WAIT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    20.0,
+    30.0,
+    60.0,
+    120.0,
+)
 
 
 class Metrics:
@@ -25,58 +61,98 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "gateway_requests", "Requests answered, by model, backend and HTTP status.",
-            ["model", "backend", "status"], registry=r)
+            "gateway_requests",
+            "Requests answered, by model, backend and HTTP status.",
+            ["model", "backend", "status"],
+            registry=r,
+        )
         self.rejected = Counter(
-            "gateway_rejected_requests", "Requests shed by the gateway, by model and reason.",
-            ["model", "reason"], registry=r)
+            "gateway_rejected_requests",
+            "Requests shed by the gateway, by model and reason.",
+            ["model", "reason"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
-            "gateway_queue_depth", "Requests waiting in the gateway's admission queue.",
-            ["model"], registry=r)
+            "gateway_queue_depth", "Requests waiting in the gateway's admission queue.", ["model"], registry=r
+        )
         self.queue_wait = Histogram(
-            "gateway_queue_wait_seconds", "Time requests spent in the admission queue.",
-            ["model"], buckets=_WAIT_BUCKETS, registry=r)
+            "gateway_queue_wait_seconds",
+            "Time requests spent in the admission queue.",
+            ["model"],
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
         self.inflight = Gauge(
-            "gateway_inflight_requests", "Requests dispatched to a backend and not yet finished.",
-            ["backend"], registry=r)
+            "gateway_inflight_requests",
+            "Requests dispatched to a backend and not yet finished.",
+            ["backend"],
+            registry=r,
+        )
         self.limit = Gauge(
-            "gateway_concurrency_limit", "Current adaptive concurrency limit.",
-            ["backend"], registry=r)
+            "gateway_concurrency_limit", "Current adaptive concurrency limit.", ["backend"], registry=r
+        )
         self.ceiling = Gauge(
             "gateway_concurrency_ceiling",
             "Upper bound on the limit: KV-cache derived or configured max_concurrency.",
-            ["backend"], registry=r)
+            ["backend"],
+            registry=r,
+        )
         self.floor = Gauge(
-            "gateway_concurrency_floor", "Lower bound on the limit (min_concurrency).",
-            ["backend"], registry=r)
+            "gateway_concurrency_floor",
+            "Lower bound on the limit (min_concurrency).",
+            ["backend"],
+            registry=r,
+        )
         self.latency_p90 = Gauge(
-            "gateway_latency_p90_seconds", "Window P90 latency measured at the gateway.",
-            ["backend", "signal"], registry=r)
+            "gateway_latency_p90_seconds",
+            "Window P90 latency measured at the gateway.",
+            ["backend", "signal"],
+            registry=r,
+        )
         self.sla_target = Gauge(
-            "gateway_sla_target_seconds", "Configured P90 latency target.", ["signal"], registry=r)
+            "gateway_sla_target_seconds", "Configured P90 latency target.", ["signal"], registry=r
+        )
         self.ttft = Histogram(
             "gateway_time_to_first_token_seconds",
             "Time to first token as the client saw it, queueing included (streaming requests).",
-            ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.duration = Histogram(
-            "gateway_request_duration_seconds", "Request duration as the client saw it.",
-            ["model"], buckets=_LATENCY_BUCKETS, registry=r)
+            "gateway_request_duration_seconds",
+            "Request duration as the client saw it.",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.backend_up = Gauge(
-            "gateway_backend_up", "1 when the backend is healthy and in rotation.",
-            ["backend"], registry=r)
+            "gateway_backend_up", "1 when the backend is healthy and in rotation.", ["backend"], registry=r
+        )
         self.kv_usage = Gauge(
-            "gateway_backend_kv_cache_usage_ratio", "KV-cache usage scraped from vLLM (0..1).",
-            ["backend"], registry=r)
+            "gateway_backend_kv_cache_usage_ratio",
+            "KV-cache usage scraped from vLLM (0..1).",
+            ["backend"],
+            registry=r,
+        )
         self.waiting = Gauge(
-            "gateway_backend_waiting_requests", "Requests waiting inside vLLM (scraped).",
-            ["backend"], registry=r)
+            "gateway_backend_waiting_requests",
+            "Requests waiting inside vLLM (scraped).",
+            ["backend"],
+            registry=r,
+        )
         self.capacity_exhausted = Gauge(
             "gateway_capacity_exhausted",
             "1 while every healthy backend for the model is at its limit and requests wait.",
-            ["model"], registry=r)
+            ["model"],
+            registry=r,
+        )
         self.adjustments = Counter(
-            "gateway_controller_adjustments", "Limit changes made by the controller.",
-            ["backend", "direction", "reason"], registry=r)
+            "gateway_controller_adjustments",
+            "Limit changes made by the controller.",
+            ["backend", "direction", "reason"],
+            registry=r,
+        )
 
     def set_sla(self, sla: SLA) -> None:
         for signal, target in sla.targets().items():

@@ -25,16 +25,24 @@ log = logging.getLogger("gateway.monitor")
 
 
 class BackendMonitor:
-    def __init__(self, backend: Backend, session: aiohttp.ClientSession, *, clock: Clock,
-                 timeout: float, on_available: Callable[[Backend], None]) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        session: aiohttp.ClientSession,
+        *,
+        clock: Clock,
+        timeout: float,
+        on_available: Callable[[Backend], None],
+    ) -> None:
         self.backend = backend
         self._session = session
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._on_available = on_available
         self._previous: VllmScrape | None = None
-        self._headers = ({"Authorization": f"Bearer {backend.config.api_key}"}
-                         if backend.config.api_key else {})
+        self._headers = (
+            {"Authorization": f"Bearer {backend.config.api_key}"} if backend.config.api_key else {}
+        )
 
     async def check_once(self) -> None:
         b = self.backend
@@ -54,20 +62,21 @@ class BackendMonitor:
 
     async def _check(self) -> None:
         b = self.backend
-        async with self._session.get(f"{b.url}/health", timeout=self._timeout,
-                                     headers=self._headers) as resp:
+        async with self._session.get(f"{b.url}/health", timeout=self._timeout, headers=self._headers) as resp:
             if resp.status != 200:
                 raise ValueError(f"/health answered {resp.status}")
             await resp.read()
         if not b.config.models and (not b.models or not b.healthy):
-            async with self._session.get(f"{b.url}/v1/models", timeout=self._timeout,
-                                         headers=self._headers) as resp:
+            async with self._session.get(
+                f"{b.url}/v1/models", timeout=self._timeout, headers=self._headers
+            ) as resp:
                 if resp.status != 200:
                     raise ValueError(f"/v1/models answered {resp.status}")
                 data = orjson.loads(await resp.read())
             b.models = frozenset(m["id"] for m in data.get("data", []) if isinstance(m, dict))
-        async with self._session.get(f"{b.url}/metrics", timeout=self._timeout,
-                                     headers=self._headers) as resp:
+        async with self._session.get(
+            f"{b.url}/metrics", timeout=self._timeout, headers=self._headers
+        ) as resp:
             if resp.status != 200:
                 return  # not every OpenAI-compatible server exports metrics; latency still works
             text = await resp.text()
@@ -95,9 +104,16 @@ def to_signals(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> B
     if e2e and previous is not None and (before := previous.histograms.get("e2e")):
         finished = window_count(before, e2e)
     return BackendSignals(
-        at=now, kv_usage=scrape.kv_usage, waiting=scrape.waiting, running=scrape.running,
-        preemptions_total=scrape.preemptions_total, kv_capacity_tokens=scrape.kv_capacity_tokens,
-        ttft_p90=p90("ttft"), tpot_p90=p90("tpot"), e2e_p90=p90("e2e"), finished=finished,
+        at=now,
+        kv_usage=scrape.kv_usage,
+        waiting=scrape.waiting,
+        running=scrape.running,
+        preemptions_total=scrape.preemptions_total,
+        kv_capacity_tokens=scrape.kv_capacity_tokens,
+        ttft_p90=p90("ttft"),
+        tpot_p90=p90("tpot"),
+        e2e_p90=p90("e2e"),
+        finished=finished,
     )
 
 

@@ -20,17 +20,41 @@ from gateway.config import TimeoutConfig
 from gateway.sse import StreamStats, body_usage
 from gateway.types import Clock, Sample
 
-HOP_BY_HOP = frozenset({
-    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"host", b"content-length", b"authorization",
-    b"x-request-id", b"x-gateway-backend",
-})
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+        b"authorization",
+        b"x-request-id",
+        b"x-gateway-backend",
+    }
+)
 """Request headers never forwarded upstream (hop-by-hop, and those the gateway sets itself)."""
 
-_RESPONSE_DROP = frozenset({
-    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-connection", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"date", b"server", b"x-request-id", b"x-gateway-backend",
-})
+_RESPONSE_DROP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"date",
+        b"server",
+        b"x-request-id",
+        b"x-gateway-backend",
+    }
+)
 
 
 class UpstreamUnavailable(Exception):
@@ -61,8 +85,10 @@ class Upstream:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, auto_decompress=False, skip_auto_headers=(
-                "User-Agent", "Accept-Encoding"),
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
 
     async def close(self) -> None:
@@ -76,8 +102,15 @@ class Upstream:
         return self._session
 
     async def exchange(
-        self, lease: Lease, path: str, body: bytes, headers: dict[str, str], send: Send,
-        *, streaming: bool, extra_headers: list[tuple[bytes, bytes]],
+        self,
+        lease: Lease,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        send: Send,
+        *,
+        streaming: bool,
+        extra_headers: list[tuple[bytes, bytes]],
     ) -> Exchange:
         clock = self._clock
         loop = asyncio.get_running_loop()
@@ -96,11 +129,11 @@ class Upstream:
                 try:
                     if resp.status == 503:
                         raise UpstreamUnavailable(f"{lease.backend}: answered 503")
-                    out_headers = [(k.lower(), v) for k, v in resp.raw_headers
-                                   if k.lower() not in _RESPONSE_DROP]
+                    out_headers = [
+                        (k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP
+                    ]
                     out_headers.extend(extra_headers)
-                    await send({"type": "http.response.start", "status": resp.status,
-                                "headers": out_headers})
+                    await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
                     started = True
                     stats = StreamStats() if streaming and resp.status == 200 else None
                     tail = b""
@@ -114,8 +147,7 @@ class Upstream:
                                 lease.slot.first_token(dispatched, first_token_at - dispatched)
                         else:
                             tail = (tail + chunk)[-512:]
-                        await send({"type": "http.response.body", "body": chunk,
-                                    "more_body": True})
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
                         deadline.reschedule(loop.time() + idle)
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except BaseException:
@@ -142,24 +174,32 @@ class Upstream:
         if stats is not None:
             if stats.error:
                 return Exchange(status, None, first_token_at, True, True)
-            sample = Sample(dispatched_at=dispatched, e2e=end - dispatched,
-                            ttft=None if stats.first_at is None else stats.first_at - dispatched,
-                            tpot=stats.tpot(), output_tokens=stats.tokens,
-                            prompt_tokens=stats.prompt_tokens)
+            sample = Sample(
+                dispatched_at=dispatched,
+                e2e=end - dispatched,
+                ttft=None if stats.first_at is None else stats.first_at - dispatched,
+                tpot=stats.tpot(),
+                output_tokens=stats.tokens,
+                prompt_tokens=stats.prompt_tokens,
+            )
         else:
             prompt_tokens, output_tokens = body_usage(tail)
-            sample = Sample(dispatched_at=dispatched, e2e=end - dispatched,
-                            output_tokens=output_tokens, prompt_tokens=prompt_tokens)
+            sample = Sample(
+                dispatched_at=dispatched,
+                e2e=end - dispatched,
+                output_tokens=output_tokens,
+                prompt_tokens=prompt_tokens,
+            )
         return Exchange(status, sample, first_token_at, False, True)
 
     @staticmethod
     async def _abort_stream(send: Send, streaming: bool, message: str) -> None:
         """Headers are out, so the status cannot change: say so in-band the way vLLM does."""
         if streaming:
-            event = orjson.dumps({"error": {"message": message, "type": "api_error",
-                                            "param": None, "code": 502}})
-            await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n",
-                        "more_body": True})
+            event = orjson.dumps(
+                {"error": {"message": message, "type": "api_error", "param": None, "code": 502}}
+            )
+            await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -13,17 +13,27 @@ import uvicorn
 from starlette.types import ASGIApp
 
 
-def uvicorn_config(app: ASGIApp, host: str, port: int, *, grace: float,
-                   log_level: str = "info") -> uvicorn.Config:
+def uvicorn_config(
+    app: ASGIApp, host: str, port: int, *, grace: float, log_level: str = "info"
+) -> uvicorn.Config:
     return uvicorn.Config(
-        app, host=host, port=port, loop="uvloop", http="httptools", lifespan="on",
-        log_level=log_level, access_log=False, timeout_graceful_shutdown=max(1, round(grace)),
-        timeout_keep_alive=75, server_header=False, date_header=False, backlog=4096,
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=max(1, round(grace)),
+        timeout_keep_alive=75,
+        server_header=False,
+        date_header=False,
+        backlog=4096,
     )
 
 
-async def serve(app: ASGIApp, host: str, port: int, *, grace: float,
-                log_level: str = "info") -> None:
+async def serve(app: ASGIApp, host: str, port: int, *, grace: float, log_level: str = "info") -> None:
     server = uvicorn.Server(uvicorn_config(app, host, port, grace=grace, log_level=log_level))
     await server.serve()
 

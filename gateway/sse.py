@@ -20,8 +20,7 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
 
 
 class StreamStats:
-    __slots__ = ("_tail", "error", "events", "first_at", "last_at", "prompt_tokens",
-                 "usage_tokens")
+    __slots__ = ("_tail", "error", "events", "first_at", "last_at", "prompt_tokens", "usage_tokens")
 
     def __init__(self) -> None:
         self.first_at: float | None = None

@@ -33,8 +33,9 @@ class Telemetry:
             child = self._wait[model] = self.metrics.queue_wait.labels(model)
         child.observe(wait)
 
-    def finished(self, model: str, backend: str, status: int, arrived: float, now: float,
-                 first_token_at: float | None) -> None:
+    def finished(
+        self, model: str, backend: str, status: int, arrived: float, now: float, first_token_at: float | None
+    ) -> None:
         key = (model, backend, status)
         child = self._requests.get(key)
         if child is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 Clock = Callable[[], float]
@@ -119,7 +119,7 @@ class Observation:
     """Requests this backend finished since the previous tick (any epoch, any outcome)."""
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     UP = "up"
     DOWN = "down"
     HOLD = "hold"

@@ -69,7 +69,7 @@ def parse_vllm_metrics(text: str) -> VllmScrape:
         if brace >= 0:
             name = line[:brace]
             end = line.rfind("}")
-            labels_text, rest = line[brace + 1:end], line[end + 1:]
+            labels_text, rest = line[brace + 1 : end], line[end + 1 :]
         else:
             name, _, rest = line.partition(" ")
             labels_text = ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import re
 import shutil
 import subprocess
@@ -114,7 +115,7 @@ async def _stream_gaps(port: int, tokens: int) -> list[float]:
                 break
     finally:
         writer.close()
-    return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(stamps)]
 
 
 def stream_gaps(url: str, streams: int, tokens: int) -> list[float]:

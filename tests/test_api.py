@@ -16,8 +16,10 @@ MODEL = "tiny-llama"
 
 @pytest.fixture(scope="module")
 def sims() -> Iterator[list[Proc]]:
-    with spawn_sim("--profile", "tiny-cpu", "--seed", "1") as a, \
-         spawn_sim("--profile", "tiny-cpu", "--seed", "2") as b:
+    with (
+        spawn_sim("--profile", "tiny-cpu", "--seed", "1") as a,
+        spawn_sim("--profile", "tiny-cpu", "--seed", "2") as b,
+    ):
         yield [a, b]
 
 
@@ -65,7 +67,8 @@ def test_models_lists_the_union_of_healthy_backends(client: openai.OpenAI) -> No
 
 def test_chat_completion(client: openai.OpenAI) -> None:
     resp = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=5)
+        model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=5
+    )
     assert resp.headers["x-gateway-backend"] in ("sim-0", "sim-1")
     assert resp.headers["x-request-id"]
     chat = resp.parse()
@@ -75,14 +78,20 @@ def test_chat_completion(client: openai.OpenAI) -> None:
 
 def test_request_id_is_propagated(client: openai.OpenAI) -> None:
     resp = client.completions.with_raw_response.create(
-        model=MODEL, prompt="hi", max_tokens=2, extra_headers={"x-request-id": "abc-123"})
+        model=MODEL, prompt="hi", max_tokens=2, extra_headers={"x-request-id": "abc-123"}
+    )
     assert resp.headers["x-request-id"] == "abc-123"
 
 
 def test_streaming_chat_with_usage(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hello"}], max_tokens=12, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+        model=MODEL,
+        messages=[{"role": "user", "content": "hello"}],
+        max_tokens=12,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text
@@ -92,8 +101,11 @@ def test_streaming_chat_with_usage(client: openai.OpenAI) -> None:
 def test_completions_stream_and_not(client: openai.OpenAI) -> None:
     done = client.completions.create(model=MODEL, prompt="once upon", max_tokens=4)
     assert done.choices[0].text
-    pieces = [c.choices[0].text for c in client.completions.create(
-        model=MODEL, prompt="once upon", max_tokens=4, stream=True) if c.choices]
+    pieces = [
+        c.choices[0].text
+        for c in client.completions.create(model=MODEL, prompt="once upon", max_tokens=4, stream=True)
+        if c.choices
+    ]
     assert "".join(pieces)
 
 
@@ -109,8 +121,12 @@ async def test_async_client_streams_concurrently(gateway: Proc) -> None:
 
     async def one(i: int) -> int:
         stream = await aclient.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": f"request {i}"}], max_tokens=6,
-            stream=True, extra_body={"ignore_eos": True})
+            model=MODEL,
+            messages=[{"role": "user", "content": f"request {i}"}],
+            max_tokens=6,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        )
         return len([c async for c in stream if c.choices and c.choices[0].delta.content])
 
     counts = await asyncio.gather(*(one(i) for i in range(8)))
@@ -148,10 +164,17 @@ def test_oversized_body_is_413(client: openai.OpenAI) -> None:
 
 
 def test_client_disconnect_mid_stream_frees_everything(gateway: Proc, sims: list[Proc]) -> None:
-    with httpx.stream("POST", f"{gateway.url}/v1/chat/completions", json={
-        "model": MODEL, "messages": [{"role": "user", "content": "long"}], "stream": True,
-        "max_tokens": 600, "ignore_eos": True,
-    }) as resp:
+    with httpx.stream(
+        "POST",
+        f"{gateway.url}/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "long"}],
+            "stream": True,
+            "max_tokens": 600,
+            "ignore_eos": True,
+        },
+    ) as resp:
         got = 0
         for line in resp.iter_lines():
             got += line.startswith("data: {")
@@ -164,8 +187,7 @@ def test_client_disconnect_mid_stream_frees_everything(gateway: Proc, sims: list
 
 def test_no_backend_serving_is_503_with_retry_after(sims: list[Proc]) -> None:
     dead_port_url = "http://127.0.0.1:9"  # discard port: nothing listens
-    config = {"backends": [{"url": dead_port_url, "models": [MODEL]}],
-              "health": {"interval": 0.2}}
+    config = {"backends": [{"url": dead_port_url, "models": [MODEL]}], "health": {"interval": 0.2}}
     with spawn_gateway(config) as gw:
         client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)
         with pytest.raises(openai.InternalServerError) as info:
@@ -177,13 +199,16 @@ def test_no_backend_serving_is_503_with_retry_after(sims: list[Proc]) -> None:
         assert health.status_code == 503
 
 
-def test_dead_backend_is_retried_elsewhere_then_ejected(gateway: Proc, sims: list[Proc],
-                                                        client: openai.OpenAI) -> None:
+def test_dead_backend_is_retried_elsewhere_then_ejected(
+    gateway: Proc, sims: list[Proc], client: openai.OpenAI
+) -> None:
     httpx.post(f"{sims[0].url}/sim/faults", json={"die": True})
     try:
         served = {
             client.chat.completions.with_raw_response.create(
-                model=MODEL, messages=[{"role": "user", "content": f"r{i}"}], max_tokens=2,
+                model=MODEL,
+                messages=[{"role": "user", "content": f"r{i}"}],
+                max_tokens=2,
             ).headers["x-gateway-backend"]
             for i in range(10)
         }

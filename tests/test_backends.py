@@ -18,8 +18,12 @@ class Clock:
 def make(clock: Clock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
     algorithm = limits.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
     limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
-    backend = Backend(BackendConfig(url=f"http://{name}", name=name, models=models), limiter,
-                      HealthConfig(failure_threshold=2, backoff_initial=1.0, backoff_max=4.0), clock)
+    backend = Backend(
+        BackendConfig(url=f"http://{name}", name=name, models=models),
+        limiter,
+        HealthConfig(failure_threshold=2, backoff_initial=1.0, backoff_max=4.0),
+        clock,
+    )
     backend.mark_healthy()
     return backend
 

@@ -26,13 +26,15 @@ def test_plain_urls_and_defaults() -> None:
 
 def test_every_problem_is_reported_with_its_path() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config({
-            "backends": [{"url": "ftp://x"}, {"url": "http://a:1", "max_concurrency": 0}],
-            "queue": {"timeout": -1},
-            "sla": {"ttft_p90": "fast"},
-            "controller": {"algorithm": "magic"},
-            "colour": "blue",
-        })
+        parse_config(
+            {
+                "backends": [{"url": "ftp://x"}, {"url": "http://a:1", "max_concurrency": 0}],
+                "queue": {"timeout": -1},
+                "sla": {"ttft_p90": "fast"},
+                "controller": {"algorithm": "magic"},
+                "colour": "blue",
+            }
+        )
     problems = info.value.problems
     assert any(p.startswith("backends[0].url: must be an http(s) URL") for p in problems)
     assert any(p.startswith("backends[1].max_concurrency: must be >= 1") for p in problems)
@@ -43,8 +45,10 @@ def test_every_problem_is_reported_with_its_path() -> None:
 
 
 def test_secrets_come_from_the_environment() -> None:
-    data = {"backends": [{"url": "http://a:1", "api_key_env": "K"}],
-            "tenants": [{"name": "t", "api_keys_env": ["T"]}]}
+    data = {
+        "backends": [{"url": "http://a:1", "api_key_env": "K"}],
+        "tenants": [{"name": "t", "api_keys_env": ["T"]}],
+    }
     config = parse_config(data, env={"K": "backend-secret", "T": "tenant-key"})
     assert config.backends[0].api_key == "backend-secret"
     assert config.tenant_for_key()["tenant-key"].name == "t"
@@ -55,20 +59,31 @@ def test_secrets_come_from_the_environment() -> None:
 
 def test_same_key_for_two_tenants_is_refused() -> None:
     with pytest.raises(ConfigError, match="given to both"):
-        parse_config({"backends": ["http://a:1"], "tenants": [
-            {"name": "a", "api_keys": ["k"]}, {"name": "b", "api_keys": ["k"]}]})
+        parse_config(
+            {
+                "backends": ["http://a:1"],
+                "tenants": [{"name": "a", "api_keys": ["k"]}, {"name": "b", "api_keys": ["k"]}],
+            }
+        )
 
 
 def test_check_config_cli_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("backends: [notaurl]\nqueue: {max_depth: -3}\n")
-    out = subprocess.run([sys.executable, "-m", "gateway.cli", "check-config", str(bad)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "check-config", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert out.returncode == 2
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 2
     assert all(line.startswith(str(bad)) for line in lines)
-    good = subprocess.run([sys.executable, "-m", "gateway.cli", "check-config",
-                           str(ROOT / "config" / "gateway.yaml")],
-                          capture_output=True, text=True, check=False)
+    good = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "check-config", str(ROOT / "config" / "gateway.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert good.returncode == 0, good.stdout + good.stderr

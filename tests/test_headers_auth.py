@@ -36,12 +36,25 @@ class Recorder(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
         self.server.seen.append({k.lower(): v for k, v in self.headers.items()})  # type: ignore[attr-defined]
-        self._reply(200, json.dumps({
-            "id": "c", "object": "chat.completion", "created": 0, "model": "rec",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }).encode())
+        self._reply(
+            200,
+            json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "rec",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "ok"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+            ).encode(),
+        )
 
     def log_message(self, *args: object) -> None:
         pass
@@ -71,12 +84,10 @@ def gateway(recorder: ThreadingHTTPServer) -> Iterator[Proc]:
 
 def chat(gateway: Proc, key: str, **kw: object) -> openai.types.chat.ChatCompletion:
     client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-    return client.chat.completions.create(model="rec", messages=[{"role": "user", "content": "x"}],
-                                          **kw)  # type: ignore[call-overload,no-any-return]
+    return client.chat.completions.create(model="rec", messages=[{"role": "user", "content": "x"}], **kw)  # type: ignore[call-overload,no-any-return]
 
 
-def test_client_key_is_never_forwarded_backend_key_is(gateway: Proc,
-                                                      recorder: ThreadingHTTPServer) -> None:
+def test_client_key_is_never_forwarded_backend_key_is(gateway: Proc, recorder: ThreadingHTTPServer) -> None:
     chat(gateway, "key-a", extra_headers={"x-request-id": "rid-1", "x-custom": "kept"})
     headers = recorder.seen[-1]  # type: ignore[attr-defined]
     assert headers["authorization"] == "Bearer backend-secret"

@@ -17,10 +17,19 @@ def test_sigterm_lets_inflight_stream_finish() -> None:
         started = threading.Event()
 
         def stream() -> None:
-            with httpx.stream("POST", f"{gw.url}/v1/completions", timeout=30, json={
-                "model": "tiny-llama", "prompt": "go", "stream": True, "max_tokens": 150,
-                "ignore_eos": True, "stream_options": {"include_usage": True},
-            }) as resp:
+            with httpx.stream(
+                "POST",
+                f"{gw.url}/v1/completions",
+                timeout=30,
+                json={
+                    "model": "tiny-llama",
+                    "prompt": "go",
+                    "stream": True,
+                    "max_tokens": 150,
+                    "ignore_eos": True,
+                    "stream_options": {"include_usage": True},
+                },
+            ) as resp:
                 for line in resp.iter_lines():
                     lines.append(line)
                     started.set()

@@ -21,7 +21,7 @@ def test_events_split_across_reads_are_reassembled() -> None:
     s = StreamStats()
     stream = TOKEN * 3 + USAGE + DONE
     for i in range(0, len(stream), 7):
-        s.feed(stream[i:i + 7], float(i))
+        s.feed(stream[i : i + 7], float(i))
     assert s.events == 3
     assert s.usage_tokens == 3 and s.prompt_tokens == 7
 
