@@ -95,7 +95,18 @@ class OpenAIProxy:
         body = await read_body(receive, limit)
         tenant = self._tenant(auth)
         model, streaming = parse_request(body)
-        if not self._dispatch.pool.known(model):
+        pool = self._dispatch.pool
+        if not pool.known(model):
+            if pool.undiscovered():
+                # Some backend never answered, so "no such model" may not be true yet.
+                self._telemetry.rejected(model, "no_backend")
+                raise GatewayError(
+                    503,
+                    f"no healthy backend is known to serve `{model}` yet: "
+                    f"{', '.join(b.name for b in pool.undiscovered())} not reachable",
+                    "no_backend",
+                    retry_after=self._config.health.interval * 2,
+                )
             raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found", param="model")
         ticket = Ticket(
             tenant=tenant,

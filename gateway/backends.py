@@ -119,6 +119,10 @@ class Pool:
     def known(self, model: str) -> bool:
         return any(model in b.models for b in self.backends)
 
+    def undiscovered(self) -> list[Backend]:
+        """Backends whose models are not known yet (never reached, nothing pinned)."""
+        return [b for b in self.backends if not b.models]
+
     def models(self) -> list[str]:
         now = self._clock()
         return sorted({m for b in self.backends if b.in_rotation(now) for m in b.models})

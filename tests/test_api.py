@@ -197,6 +197,11 @@ def test_no_backend_serving_is_503_with_retry_after(sims: list[Proc]) -> None:
         assert int(info.value.response.headers["retry-after-ms"]) > 0
         health = httpx.get(f"{gw.url}/health")
         assert health.status_code == 503
+    # without pinned models the model is unknown until the backend answers: 503, not 404
+    with spawn_gateway({"backends": [dead_port_url]}) as gw:
+        resp = httpx.post(f"{gw.url}/v1/chat/completions", json={"model": MODEL, "messages": []})
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "no_backend"
+        assert float(resp.headers["retry-after-ms"]) > 0
 
 
 def test_dead_backend_is_retried_elsewhere_then_ejected(
