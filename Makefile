@@ -38,10 +38,10 @@ promtool:
 	bash scripts/install-prometheus.sh $(CURDIR)/$(PROM_TOOLS)
 
 # --- load tests (Locust) ---
-# make loadtest HOST=http://gateway:8080 USERS=32 DURATION=5m SHAPE=step LOCUST_ARGS='--step-time 60'
+# make loadtest LOADTEST_HOST=http://gateway:8080 USERS=32 DURATION=5m SHAPE=step LOCUST_ARGS='--step-time 60'
 # make loadtest-ui                        web UI on http://127.0.0.1:8089
 # make loadtest-check FAIL_RATE=0.01 TTFT_P90=2.0 USERS=8 DURATION=20s   (starts and stops the demo)
-HOST ?= http://127.0.0.1:8080
+LOADTEST_HOST ?= http://127.0.0.1:8080
 USERS ?= 8
 SPAWN_RATE ?= $(USERS)
 DURATION ?= 20s
@@ -57,11 +57,11 @@ LOCUST_HEADLESS = --headless -u $(USERS) -r $(SPAWN_RATE) -t $(DURATION) --shape
 
 loadtest: setup
 	@mkdir -p $(RESULTS)
-	$(LOCUST) -H $(HOST) $(LOCUST_HEADLESS) --csv $(RESULTS)/loadtest \
+	$(LOCUST) -H $(LOADTEST_HOST) $(LOCUST_HEADLESS) --csv $(RESULTS)/loadtest \
 		--html $(RESULTS)/loadtest.html $(LOCUST_ARGS)
 
 loadtest-ui: setup
-	$(LOCUST) -H $(HOST) $(LOCUST_ARGS)
+	$(LOCUST) -H $(LOADTEST_HOST) $(LOCUST_ARGS)
 
 # The demo runs in the background for the length of the load and is stopped by its pid; Locust's
 # own exit code is ignored (--exit-code-on-error 0) so that the thresholds alone decide.
