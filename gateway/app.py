@@ -72,6 +72,7 @@ class Gateway:
             window_seconds=self.config.controller.window_seconds,
             min_samples=self.config.controller.min_samples,
             on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
+            overdue_after=self.config.sla.ttft_p90,
         )
         backend = Backend(bc, limiter, self.config.health, self.clock)
         backend_ref.append(backend)

@@ -62,10 +62,16 @@ class Slot:
         self._released = False
         self._ttft_recorded = False
 
+    def awaiting_first_token(self, dispatched_at: float) -> None:
+        """A streaming request was sent: until its first token, its age bounds its TTFT from below."""
+        if not self._released and not self._ttft_recorded:
+            self._limiter._awaiting[self] = dispatched_at
+
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived: its TTFT counts now, not when the request ends."""
         if not self._released and not self._ttft_recorded:
             self._ttft_recorded = True
+            self._limiter._awaiting.pop(self, None)
             self._limiter._window.add_first_token(dispatched_at, ttft)
 
     @property
@@ -77,7 +83,9 @@ class Slot:
         if self._released:
             raise RuntimeError("slot released twice")
         self._released = True
-        if sample is not None and self._ttft_recorded and sample.ttft is not None:
+        if not self._ttft_recorded:
+            self._limiter._awaiting.pop(self, None)
+        elif sample is not None and sample.ttft is not None:
             sample = replace(sample, ttft=None)
         self._limiter._release(sample)
 
@@ -95,6 +103,7 @@ class Limiter:
         min_samples: int = 8,
         on_capacity: Callable[[], None] | None = None,
         control_samples: int | None = 32,
+        overdue_after: float | None = None,
     ) -> None:
         if floor < 1:
             raise ValueError(f"floor must be >= 1, got {floor}")
@@ -108,8 +117,11 @@ class Limiter:
         self._max_limit = max_limit
         self._min_samples = min_samples
         self._control_samples = control_samples
+        self._overdue_after = overdue_after
         self._on_capacity = on_capacity
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
+        self._awaiting: dict[Slot, float] = {}
+        """Streaming requests of this backend still waiting for their first token: dispatch time."""
         self._min_per_token = SlidingMin(MIN_RTT_HORIZON)
 
         self._inflight = 0
@@ -252,21 +264,38 @@ class Limiter:
 
     # -- control tick -------------------------------------------------------------------------
 
-    def _percentiles(self, newest: int | None = None) -> tuple[dict[Signal, float], dict[Signal, float]]:
-        """P90 and P50 per signal over the current epoch, backend histograms filling the gaps.
+    def _percentiles(self, newest: int | None = None) -> tuple[dict[Signal, float], dict[Signal, float], int]:
+        """P90 and P50 per signal over the current epoch, and how many overdue requests counted.
 
         A signal the proxy has no samples of (TTFT and TPOT for non-streaming traffic) is taken
         from the backend's own histogram window, if that scrape came after the last change.
+        A streaming request of this epoch that has waited longer than `overdue_after` (the TTFT
+        target) for its first token has already missed it: its age counts as a TTFT value, a lower
+        bound, so a backend that stops producing first tokens is seen before any of them arrives.
         """
         p90 = self._window.quantiles(0.9, newest)
         p50 = self._window.quantiles(0.5, newest)
+        overdue = self._overdue()
+        if overdue:
+            ttft = sorted(self._window.values("ttft", newest) + overdue)
+            for q, out in ((0.9, p90), (0.5, p50)):
+                value = nearest_rank(ttft, q)
+                assert value is not None  # ttft holds at least the overdue ages
+                out["ttft"] = value
         sig = self._signals
         if sig is not None and sig.at >= self._last_change_at:
             for signal in SIGNALS:
                 backend = sig.p90(signal)
                 if signal not in p90 and backend is not None:
                     p90[signal] = backend
-        return p90, p50
+        return p90, p50, len(overdue)
+
+    def _overdue(self) -> list[float]:
+        if self._overdue_after is None or not self._awaiting:
+            return []
+        now = self._clock()
+        start, bound = self._last_change_at, self._overdue_after
+        return [now - t for t in self._awaiting.values() if t >= start and now - t > bound]
 
     def p90(self) -> dict[Signal, float]:
         return self._percentiles()[0]
@@ -275,7 +304,7 @@ class Limiter:
         """Run the algorithm once and apply its limit. Called by the control loop."""
         now = self._clock()
         self._refresh_ceiling()
-        p90, p50 = self._percentiles(self._control_samples)
+        p90, p50, overdue = self._percentiles(self._control_samples)
         per_token = self._window.per_token_values(self._control_samples)
         obs = Observation(
             now=now,
@@ -287,7 +316,7 @@ class Limiter:
             queued=queued,
             p90=p90,
             p50=p50,
-            sample_count=len(self._window),
+            sample_count=len(self._window) + overdue,
             min_e2e_per_token=self._min_per_token.value(now),
             signals=self._signals,
             preemptions_delta=self._preemptions_pending,
@@ -319,7 +348,7 @@ class Limiter:
 
     def state(self) -> dict[str, object]:
         """A JSON-ready account of this backend's limiter for /admin/state."""
-        p90, p50 = self._percentiles()
+        p90, p50, _ = self._percentiles()
         sig = self._signals
         d = self._last_decision
         return {

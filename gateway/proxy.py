@@ -118,6 +118,8 @@ class Upstream:
         if lease.target.config.api_key:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
         dispatched = clock()
+        if streaming:
+            lease.slot.awaiting_first_token(dispatched)
         started = False
         first_token_at: float | None = None
         try:

@@ -286,3 +286,20 @@ def test_ttft_counts_when_the_first_token_arrives_and_only_once() -> None:
     slot.release(Sample(dispatched_at=dispatched, e2e=5.3, ttft=0.3, tpot=0.01, output_tokens=500))
     assert lim._window.values("ttft") == [0.3]
     assert lim.p90()["e2e"] == 5.3
+
+
+def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
+    lim, clock, _ = limiter(overdue_after=1.0, min_samples=2)
+    slots = [lim.acquire() for _ in range(4)]
+    for slot in slots:
+        slot.awaiting_first_token(clock.now)
+    clock.now += 0.5
+    assert "ttft" not in lim.p90()  # not late yet: nothing is known
+    clock.now += 2.5
+    assert lim.p90()["ttft"] == 3.0  # each has waited 3 s: TTFT is at least that
+    decision = lim.tick(queued=5)
+    assert decision.direction is Direction.DOWN and decision.reason == "p90_over_target"
+    slots[0].first_token(clock.now - 3.0, 3.0)
+    for slot in slots:
+        slot.release(None)
+    assert lim.inflight == 0 and not lim._awaiting
