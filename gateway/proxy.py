@@ -163,10 +163,10 @@ class Upstream:
                 raise UpstreamTimeout(lease.backend, self._timeouts.first_byte) from None
             await self._abort_stream(send, streaming, "the backend stopped sending (idle timeout)")
             return Exchange(504, None, first_token_at, True, True)
-        except aiohttp.ClientPayloadError as exc:
+        except aiohttp.ClientError as exc:  # payload errors, a dropped connection mid-response
             if not started:
                 raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
-            await self._abort_stream(send, streaming, f"the backend connection broke: {exc}")
+            await self._abort_stream(send, streaming, f"the backend connection broke: {exc!r}")
             return Exchange(502, None, first_token_at, True, True)
 
         end = clock()

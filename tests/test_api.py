@@ -227,3 +227,34 @@ def test_dead_backend_is_retried_elsewhere_then_ejected(
         assert time.monotonic() < deadline, "sim-0 did not come back into rotation"
         time.sleep(0.1)
     assert wait_idle(gateway, sims) == (0, 0)
+
+
+def test_backend_dying_mid_stream_ends_the_stream_with_an_error_event(
+    gateway: Proc, sims: list[Proc]
+) -> None:
+    events: list[str] = []
+    try:
+        with httpx.stream(
+            "POST",
+            f"{gateway.url}/v1/completions",
+            timeout=30,
+            json={
+                "model": MODEL,
+                "prompt": "long",
+                "stream": True,
+                "max_tokens": 600,
+                "ignore_eos": True,
+            },
+        ) as resp:
+            backend = next(s for i, s in enumerate(sims) if resp.headers["x-gateway-backend"] == f"sim-{i}")
+            for line in resp.iter_lines():
+                if line:
+                    events.append(line)
+                if len(events) == 3:
+                    httpx.post(f"{backend.url}/sim/faults", json={"die": True})
+        assert "[DONE]" not in events[-1]
+        assert '"error"' in events[-1]  # said in-band: the 200 status was already sent
+    finally:
+        for sim in sims:
+            httpx.post(f"{sim.url}/sim/faults", json={"reset": True})
+    assert wait_idle(gateway, sims) == (0, 0)
