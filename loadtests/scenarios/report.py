@@ -1,0 +1,158 @@
+"""Tables (Markdown) of the run summaries and the issue's targets checked as PASS/FAIL with numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from loadtests.scenarios.definitions import SLA_TPOT, SLA_TTFT
+
+ADAPTIVE = ("sla", "aimd", "gradient")
+RSS_LIMIT_MB = 300.0
+RECOVERY_LIMIT_S = 15.0
+FAIR_TOLERANCE = 1.1
+
+
+def _f(value: Any, digits: int = 2, pct: bool = False) -> str:
+    if value is None:
+        return "-"
+    if pct:
+        return f"{100 * value:.0f}%"
+    return f"{value:.{digits}f}"
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    head = (
+        "| mode | goodput r/s | served r/s | attainment | shed | errors | P90 TTFT client (s) "
+        "| P90 TTFT admitted (s) | P90 TPOT (ms) | converge (s) | peak RSS (MB) | client lag max (s) |"
+    )
+    lines = [head, "|" + "---|" * 12]
+    for r in rows:
+        tpot = None if r["p90_tpot"] is None else 1000 * r["p90_tpot"]
+        lines.append(
+            f"| {r['mode']} | {_f(r['goodput_rps'], 1)} | {_f(r['served_rps'], 1)} "
+            f"| {_f(r['attainment'], pct=True)} | {_f(r['shed_share'], pct=True)} "
+            f"| {_f(r['error_share'], pct=True)} | {_f(r['p90_ttft'])} "
+            f"| {_f(r['p90_admitted_ttft'])} | {_f(tpot, 1)} | {_f(r['converge_s'], 1)} "
+            f"| {_f(r['peak_rss_mb'], 0)} | {_f(r.get('client_lag_max_s'))} |"
+        )
+    return "\n".join(lines)
+
+
+def phase_table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| mode | phase | summed limit | goodput r/s | P90 TTFT (s) | P90 TPOT (ms) | converge (s) "
+        "| back under SLA after (s) |",
+        "|" + "---|" * 8,
+    ]
+    for r in rows:
+        for p in r["phases"]:
+            tpot = None if p["p90_tpot"] is None else 1000 * p["p90_tpot"]
+            limit = p.get("summed_limit", p.get("mean_limit"))
+            lines.append(
+                f"| {r['mode']} | {p['label']} | {_f(limit, 1)} | {_f(p['goodput_rps'], 1)} "
+                f"| {_f(p['p90_ttft'])} | {_f(tpot, 1)} | {_f(p['converge_s'], 1)} "
+                f"| {_f(p['recovery_s'], 1)} |"
+            )
+    return "\n".join(lines)
+
+
+def _fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["mode"].startswith("fixed-")]
+
+
+def check_targets(by_scenario: dict[str, list[dict[str, Any]]]) -> list[tuple[str, bool, str]]:
+    """(target, passed, numbers) for each adaptive run and each of the issue's targets."""
+    results: list[tuple[str, bool, str]] = []
+    for name, rows in by_scenario.items():
+        fixed = _fixed(rows)
+        best = max(fixed, key=lambda r: r["goodput_rps"]) if fixed else None
+        for r in rows:
+            if r["mode"] not in ADAPTIVE:
+                continue
+            mode = r["mode"]
+            if best is not None:
+                ratio = r["goodput_rps"] / best["goodput_rps"] if best["goodput_rps"] else 1.0
+                results.append(
+                    (
+                        f"{name} [{mode}] goodput >= 95% of best fixed",
+                        ratio >= 0.95,
+                        f"{r['goodput_rps']:.1f} vs {best['goodput_rps']:.1f} r/s ({best['mode']}): "
+                        f"{100 * ratio:.0f}%",
+                    )
+                )
+            ttft, tpot = r["converged_p90_admitted_ttft"], r["converged_p90_tpot"]
+            ok = ttft is not None and ttft <= 1.1 * SLA_TTFT and (tpot is None or tpot <= 1.1 * SLA_TPOT)
+            results.append(
+                (
+                    f"{name} [{mode}] admitted P90 within SLA+10% once converged",
+                    ok,
+                    f"TTFT {_f(ttft)} s (<= {1.1 * SLA_TTFT:.2f}), TPOT "
+                    f"{_f(None if tpot is None else 1000 * tpot, 1)} ms (<= {1100 * SLA_TPOT:.0f}); "
+                    f"converged after {_f(r['converge_s'], 1)} s",
+                )
+            )
+            if name.startswith("b-"):
+                rec = r["phases"][1]["recovery_s"]
+                results.append(
+                    (
+                        f"{name} [{mode}] back under SLA within {RECOVERY_LIMIT_S:.0f} s after halving",
+                        rec is not None and rec <= RECOVERY_LIMIT_S,
+                        f"recovered after {_f(rec, 1)} s",
+                    )
+                )
+            if name.startswith("d-"):
+                answered = r["served"] + r["shed_with_retry_after"]
+                rss, idle = r["peak_rss_mb"], r["idle_after_s"]
+                ok = (
+                    answered == r["requests"]
+                    and r["errors"] == 0
+                    and rss is not None
+                    and rss < RSS_LIMIT_MB
+                    and idle is not None
+                )
+                results.append(
+                    (
+                        f"{name} [{mode}] burst answered, no errors, RSS < 300 MB, idle after",
+                        ok,
+                        f"{answered}/{r['requests']} answered ({r['served']} served, "
+                        f"{r['shed_with_retry_after']} shed with Retry-After), {r['errors']} errors, "
+                        f"peak RSS {_f(rss, 0)} MB, idle {_f(idle, 1)} s after",
+                    )
+                )
+            if name.startswith("f-") and "tenants" in r:
+                flood = r["tenants"].get("flood", {})
+                share = flood.get("served_share", 0.0)
+                results.append(
+                    (
+                        f"{name} [{mode}] flooding tenant held to its share (50%)",
+                        share <= 0.5 * FAIR_TOLERANCE,
+                        f"flood got {100 * share:.0f}% of served requests "
+                        f"(interactive: {r['tenants'].get('interactive', {}).get('served', 0)} served, "
+                        f"{r['tenants'].get('interactive', {}).get('requests', 0)} asked)",
+                    )
+                )
+    return results
+
+
+def single_fixed_check(by_scenario: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """For each fixed limit: in how many scenarios it reached 95% of that scenario's best fixed."""
+    lines = []
+    modes = sorted(
+        {r["mode"] for rows in by_scenario.values() for r in _fixed(rows)}, key=lambda m: int(m.split("-")[1])
+    )
+    for mode in modes:
+        hits, worst = 0, 1.0
+        for rows in by_scenario.values():
+            fixed = _fixed(rows)
+            best = max(r["goodput_rps"] for r in fixed) if fixed else 0.0
+            mine = next((r["goodput_rps"] for r in fixed if r["mode"] == mode), None)
+            if mine is None or best <= 0:
+                continue
+            worst = min(worst, mine / best)
+            hits += mine >= 0.95 * best
+        lines.append(
+            f"{mode}: >= 95% of the best fixed in {hits}/{len(by_scenario)} scenarios "
+            f"(worst {100 * worst:.0f}%)"
+        )
+    return lines
