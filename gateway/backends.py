@@ -42,9 +42,15 @@ class Backend:
         self.ejections = 0
 
     def record_failure(self, error: str) -> bool:
-        """Count a failed request or check; returns True when this failure ejected the backend."""
-        self.consecutive_failures += 1
+        """Count a failed request or check; returns True when this failure ejected the backend.
+
+        Failures of a backend already out of rotation (its in-flight streams breaking as it dies)
+        are not new evidence: counting them would eject it again and double its backoff each time.
+        """
         self.last_error = error
+        if not self.in_rotation(self._clock()):
+            return False
+        self.consecutive_failures += 1
         if self.consecutive_failures < self._health.failure_threshold:
             return False
         backoff = min(self._health.backoff_max, self._health.backoff_initial * 2.0 ** min(self.ejections, 16))

@@ -49,7 +49,7 @@ class ControllerConfig:
     params: Mapping[str, object] = field(default_factory=dict)
     interval: float = 1.0
     window_seconds: float = 30.0
-    min_samples: int = 8
+    min_samples: int = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +292,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         params=dict(params),
         interval=float(r.number(c, "interval", 1.0, "controller.", exclusive=True)),
         window_seconds=float(r.number(c, "window_seconds", 30.0, "controller.", exclusive=True)),
-        min_samples=r.number(c, "min_samples", 8, "controller.", minimum=1, integer=True),
+        min_samples=r.number(c, "min_samples", 20, "controller.", minimum=1, integer=True),
     )
 
     q = r.section(data, "queue", "")

@@ -73,3 +73,16 @@ def test_consecutive_failures_eject_with_growing_backoff() -> None:
     assert pool.available("m")
     a.record_success()
     assert a.ejections == 0
+
+
+def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
+    clock = Clock()
+    a = make(clock, "a", 4)
+    a.record_failure("x")
+    assert a.record_failure("x")  # ejected for 1 s
+    for _ in range(10):  # its broken in-flight streams report in afterwards
+        assert not a.record_failure("stream cut")
+    a.mark_healthy()
+    clock.now += 1.0
+    assert a.in_rotation(clock.now)
+    assert a.last_error == "stream cut"

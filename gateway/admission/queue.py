@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -104,6 +105,8 @@ class AdmissionQueue:
         self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0.0
+        self._retry_booked = -math.inf
+        """When the latest refused client was told to come back (clock seconds)."""
         self._dispatching = False
         self._again = False
 
@@ -372,11 +375,27 @@ class AdmissionQueue:
 
     def _reject(self, reason: RejectReason, wait: float | None, message: str) -> Rejected:
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
-        return Rejected(
-            reason,
-            retry_after=self.default_retry_after if wait is None else wait,
-            message=message,
-        )
+        retry_after = self.default_retry_after if wait is None else wait
+        if reason != "no_backend":
+            retry_after = self._spread(retry_after)
+        return Rejected(reason, retry_after=retry_after, message=message)
+
+    def _spread(self, wait: float) -> float:
+        """Retry-After for one more refused client, counting the refused clients told before it.
+
+        Every refused client will come back. Telling a burst of them all the same wait (the queue's
+        drain time) brings them back together, to be refused together again. So the returns are
+        booked one slot apart at the measured drain rate: the n-th refusal in a burst is told to come
+        back n / rate seconds after the queue would have room, which is when a slot would be free
+        for it if everyone told earlier returned on time.
+        """
+        now = self._clock()
+        rate = self._drain.rate(now)
+        if rate is None or rate <= 0 or not math.isfinite(wait):
+            return wait
+        at = max(now + wait, self._retry_booked + 1.0 / rate)
+        self._retry_booked = at
+        return at - now
 
     def _rate_text(self, now: float) -> str:
         rate = self._drain.rate(now)

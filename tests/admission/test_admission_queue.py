@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections import Counter
@@ -372,3 +373,23 @@ async def test_close_answers_every_waiter() -> None:
     lease = await bounded(q.admit(Ticket("a")))
     lease.release(None)
     assert pool.inflight == 0
+
+
+async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None:
+    q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0)
+    await build_backlog(q, pool, clock)  # measured drain ~2/s, 4 waiting
+    fill = [asyncio.create_task(q.admit(Ticket("a", timeout=3600.0))) for _ in range(6)]
+    await settle()
+    assert q.depth == 10 and not any(t.done() for t in fill)
+    rate = q.drain_rate
+    assert rate is not None
+    waits = []
+    for _ in range(5):
+        with pytest.raises(Rejected) as err:
+            await bounded(q.admit(Ticket("a", timeout=3600.0)))
+        assert err.value.reason == "queue_full"
+        waits.append(err.value.retry_after)
+    # The first is told the queue's drain time; each later one a slot's time after the one before.
+    assert waits[0] == pytest.approx(11 / rate, rel=0.01)
+    for before, after in itertools.pairwise(waits):
+        assert after - before == pytest.approx(1 / rate, rel=0.01)

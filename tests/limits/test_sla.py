@@ -68,13 +68,16 @@ def test_increase_only_while_binding(obs: ObsFactory) -> None:
     assert (idle.limit, idle.direction, idle.reason) == (10, Direction.HOLD, "not_binding")
 
 
-def test_fast_increase_far_under_target(obs: ObsFactory) -> None:
-    # r = 0.3 < 0.5: step ceil(sqrt(16)) = 4.
-    d = algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.3}))
-    assert d.limit == 20
-    # r = 0.6: additive step 1.
-    d = algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.6}))
-    assert d.limit == 17
+def test_slow_start_doubles_far_under_target_until_the_first_decrease(obs: ObsFactory) -> None:
+    a = algo()
+    # r = 0.3 < 0.5 and never congested: double.
+    assert a.update(obs(now=0.0, limit=8, peak_inflight=8, p90={"ttft": 0.3})).limit == 16
+    assert a.update(obs(now=1.0, limit=16, peak_inflight=16, p90={"ttft": 0.3})).limit == 32
+    # r = 0.6: additive step 1 even in slow start.
+    assert algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.6})).limit == 17
+    # Once congested, far under target climbs by ceil(sqrt(L)) (after the wait, see below).
+    assert a.update(obs(now=2.0, limit=32, p90={"ttft": 2.0})).direction == Direction.DOWN
+    assert a.update(obs(now=20.0, limit=16, peak_inflight=16, p90={"ttft": 0.3})).limit == 20
 
 
 def test_dead_band_holds(obs: ObsFactory) -> None:
@@ -109,9 +112,9 @@ def test_rare_preemptions_are_tolerated(obs: ObsFactory) -> None:
 def test_fast_increase_waits_after_a_decrease(obs: ObsFactory) -> None:
     a = algo()
     assert a.update(obs(now=0.0, limit=20, p90={"ttft": 2.0})).direction == Direction.DOWN
-    # Far under target 30 s later: one step, not sqrt(10); after 60 s the fast step is back.
-    assert a.update(obs(now=30.0, limit=10, p90={"ttft": 0.1})).limit == 11
-    assert a.update(obs(now=61.0, limit=11, p90={"ttft": 0.1})).limit == 15
+    # Far under target 10 s later: one step, not sqrt(10); after 15 s the fast step is back.
+    assert a.update(obs(now=10.0, limit=10, p90={"ttft": 0.1})).limit == 11
+    assert a.update(obs(now=15.0, limit=11, p90={"ttft": 0.1})).limit == 15
 
 
 def test_kv_saturated_with_backend_queueing(obs: ObsFactory) -> None:
