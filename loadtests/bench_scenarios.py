@@ -2,7 +2,7 @@
 
 Scenarios (a)-(f) of loadtests/scenarios/definitions.py, each run straight to the backends
 (round-robin, no gateway), through the gateway with a sweep of fixed limits, and adaptive. Prints a
-table per scenario, the issue's targets as PASS/FAIL with their numbers, and writes
+table per scenario, the project's targets as PASS/FAIL with their numbers, and writes
 `results/scenarios/summary.json`, `results/scenarios/report.md` and a PNG per gateway run.
 
     .venv/bin/python loadtests/bench_scenarios.py                     # everything (~25 min)

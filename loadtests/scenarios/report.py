@@ -1,4 +1,4 @@
-"""Tables (Markdown) of the run summaries and the issue's targets checked as PASS/FAIL with numbers."""
+"""Tables (Markdown) of the run summaries and the project's targets checked as PASS/FAIL with numbers."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def check_targets(by_scenario: dict[str, list[dict[str, Any]]]) -> list[tuple[str, bool, str]]:
-    """(target, passed, numbers) for each adaptive run and each of the issue's targets."""
+    """(target, passed, numbers) for each adaptive run and each of the project's targets."""
     results: list[tuple[str, bool, str]] = []
     for name, rows in by_scenario.items():
         fixed = _fixed(rows)
