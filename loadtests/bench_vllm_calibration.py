@@ -1,4 +1,4 @@
-"""Calibrate the `tiny-cpu` simulator profile against the real vLLM engine on this CPU.
+"""Calibrate a simulator profile (`tiny-cpu-4l` by default) against the real vLLM engine on this CPU.
 
 The same closed-loop workload runs against both, side by side: N streaming clients, each
 with a distinct 232-token prompt (random digits: one token per digit for the tiny engine's
@@ -18,7 +18,7 @@ to the engine, then through `llm-gateway serve` with each fixed limit, then with
 `sla` controller (TTFT P90 target --sla seconds), and prints one row per mode.
 
 Without --engine-url it starts the engine from VLLM_VENV (scripts/vllm_cpu/install.sh);
-without --sim-url it starts `llm-gateway sim --profile tiny-cpu`; both on loopback, both
+without --sim-url it starts `llm-gateway sim --profile PROFILE`; both on loopback, both
 stopped by process id at the end. The CPU is shared: expect run-to-run noise of 10-20% in
 throughput, more in the tails.
 """
@@ -122,13 +122,13 @@ def engine_server(given: str | None, hidden_size: int, layers: int) -> Iterator[
 
 
 @contextmanager
-def sim_server(given: str | None) -> Iterator[str]:
+def sim_server(given: str | None, profile: str) -> Iterator[str]:
     if given:
         yield given.rstrip("/")
         return
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "sim", "--profile", "tiny-cpu", "--port", str(port)],
+        [sys.executable, "-m", "gateway.cli", "sim", "--profile", profile, "--port", str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -226,6 +226,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--warmup", type=float, default=4.0)
     parser.add_argument("--engine-url")
     parser.add_argument("--sim-url")
+    parser.add_argument(
+        "--profile", default="tiny-cpu-4l", help="simulator profile (tiny-cpu-4l: the default model)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--hidden-size", type=int, default=768, help="of the engine's tiny model")
     parser.add_argument("--layers", type=int, default=4, help="of the engine's tiny model")
@@ -250,7 +253,7 @@ def main(argv: list[str]) -> int:
     rows = []
     with (
         engine_server(args.engine_url, args.hidden_size, args.layers) as engine_url,
-        sim_server(args.sim_url) as sim_url,
+        sim_server(args.sim_url, args.profile) as sim_url,
     ):
         for clients in levels:
             for name, url in (("engine", engine_url), ("sim", sim_url)):

