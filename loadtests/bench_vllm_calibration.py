@@ -30,11 +30,7 @@ import importlib.util
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +38,9 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.procs import free_port, spawn_gateway, spawn_sim  # noqa: E402
+
 COLUMNS = (
     ("clients", "N", "{:>3}"),
     ("tok_per_s", "tok/s", "{:>7.1f}"),
@@ -77,27 +76,6 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url} not ready after {timeout:.0f} s")
-
-
 @contextmanager
 def engine_server(given: str | None, hidden_size: int, layers: int) -> Iterator[str]:
     if given:
@@ -126,54 +104,17 @@ def sim_server(given: str | None, profile: str) -> Iterator[str]:
     if given:
         yield given.rstrip("/")
         return
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "sim", "--profile", profile, "--port", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(url, proc, 60)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with spawn_sim("--profile", profile, timeout=60) as sim:
+        yield sim.url
 
 
-@contextmanager
-def gateway_server(engine_url: str, algorithm: str, params: str, sla: float, work: Path) -> Iterator[str]:
-    port = free_port()
-    config = work / f"gateway-{port}.yaml"
-    config.write_text(
-        f"listen: {{host: 127.0.0.1, port: {port}}}\n"
-        f"backends: [{engine_url}]\n"
-        f"sla: {{ttft_p90: {sla}}}\n"
-        f"controller: {{algorithm: {algorithm}, params: {params}}}\n"
-        "queue: {max_depth: 1024, timeout: 600}\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--log-level", "warning"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(url, proc, 60)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+def gateway_config(engine_url: str, algorithm: str, limit: int | None, sla: float) -> dict[str, object]:
+    return {
+        "backends": [engine_url],
+        "sla": {"ttft_p90": sla},
+        "controller": {"algorithm": algorithm, "params": {} if limit is None else {"limit": limit}},
+        "queue": {"max_depth": 1024, "timeout": 600},
+    }
 
 
 def compare_limits(
@@ -184,20 +125,19 @@ def compare_limits(
     workload = closed_loop.Workload(
         clients=args.limits, duration_s=args.duration, warmup_s=args.warmup, model=model
     )
-    modes: list[tuple[str, str, str]] = [("direct", "", "")]
-    modes += [(f"fixed-{n}", "fixed", f"{{limit: {n}}}") for n in args.fixed.split(",")]
-    modes.append(("sla", "sla", "{}"))
+    modes: list[tuple[str, str, int | None]] = [("direct", "", None)]
+    modes += [(f"fixed-{n}", "fixed", int(n)) for n in args.fixed.split(",")]
+    modes.append(("sla", "sla", None))
     rows: list[dict[str, float | str]] = []
-    with tempfile.TemporaryDirectory() as work:
-        for name, algorithm, params in modes:
-            if not algorithm:
-                result = closed_loop.run_sync(engine_url, workload, engine_url=engine_url)
-            else:
-                with gateway_server(engine_url, algorithm, params, args.sla, Path(work)) as url:
-                    result = closed_loop.run_sync(url, workload, engine_url=engine_url)
-            row = closed_loop.summary(name, result)
-            rows.append(row)
-            print(table([row], LIMIT_COLUMNS).splitlines()[-1], flush=True)
+    for name, algorithm, limit in modes:
+        if not algorithm:
+            result = closed_loop.run_sync(engine_url, workload, engine_url=engine_url)
+        else:
+            with spawn_gateway(gateway_config(engine_url, algorithm, limit, args.sla), timeout=60) as gw:
+                result = closed_loop.run_sync(gw.url, workload, engine_url=engine_url)
+        row = closed_loop.summary(name, result)
+        rows.append(row)
+        print(table([row], LIMIT_COLUMNS).splitlines()[-1], flush=True)
     return rows
 
 

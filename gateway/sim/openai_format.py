@@ -137,21 +137,10 @@ def parse_chat(body: dict[str, Any], profile: Profile, served: str) -> Generate:
             raise ApiError(400, "each message needs a string role", "messages")
         pairs.append((message["role"], _content(message.get("content"))))
     prompt_len, rendered = tokens.chat_prompt(pairs, profile)
-    _check_length(prompt_len, profile)
     max_tokens = _opt_int(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens", 1)
-    stream, ignore_eos, include_usage = _flags(body)
-    return Generate(
-        kind="chat",
-        model=model,
-        prompt_len=prompt_len,
-        hashes=tokens.block_hashes(rendered, prompt_len, profile.block_size),
-        max_tokens=max_tokens,
-        ignore_eos=ignore_eos,
-        stream=stream,
-        include_usage=include_usage,
-    )
+    return _generate("chat", model, prompt_len, rendered, max_tokens, body, profile)
 
 
 def parse_completion(body: dict[str, Any], profile: Profile, served: str) -> Generate:
@@ -169,12 +158,24 @@ def parse_completion(body: dict[str, Any], profile: Profile, served: str) -> Gen
         prompt_len, rendered = tokens.ids_prompt(prompt)
     else:
         raise ApiError(400, "prompt must be a string or a list of token ids", "prompt")
-    _check_length(prompt_len, profile)
     # vLLM's completions default is 16 tokens (OpenAI's documented default).
     max_tokens = _opt_int(body, "max_tokens", 1) if "max_tokens" in body else 16
+    return _generate("completion", model, prompt_len, rendered, max_tokens, body, profile)
+
+
+def _generate(
+    kind: str,
+    model: str,
+    prompt_len: int,
+    rendered: bytes,
+    max_tokens: int | None,
+    body: dict[str, Any],
+    profile: Profile,
+) -> Generate:
+    _check_length(prompt_len, profile)
     stream, ignore_eos, include_usage = _flags(body)
     return Generate(
-        kind="completion",
+        kind=kind,
         model=model,
         prompt_len=prompt_len,
         hashes=tokens.block_hashes(rendered, prompt_len, profile.block_size),

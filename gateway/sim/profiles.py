@@ -114,6 +114,23 @@ class Profile:
 
 
 def _profiles() -> dict[str, Profile]:
+    tiny = Profile(
+        name="tiny-cpu",
+        model="tiny-llama",
+        block_size=128,
+        num_gpu_blocks=64,
+        max_num_seqs=32,
+        max_num_batched_tokens=2048,
+        max_model_len=1024,
+        step_base=0.0003,
+        step_mem=0.002,
+        step_per_token=0.02e-3,
+        step_per_kv_token=0.32e-6,
+        step_per_seq=0.238e-3,
+        frontend_overhead=0.002,
+        bytes_per_token=1.0,
+        embedding_dim=64,
+    )
     return {
         p.name: p
         for p in (
@@ -159,39 +176,16 @@ def _profiles() -> dict[str, Profile]:
                 step_per_kv_token=0.1e-6,
                 frontend_overhead=0.001,
             ),
-            Profile(
-                name="tiny-cpu",
-                model="tiny-llama",
-                block_size=128,
-                num_gpu_blocks=64,
-                max_num_seqs=32,
-                max_num_batched_tokens=2048,
-                max_model_len=1024,
-                step_base=0.0003,
-                step_mem=0.002,
-                step_per_token=0.02e-3,
-                step_per_kv_token=0.32e-6,
-                step_per_seq=0.238e-3,
-                frontend_overhead=0.002,
-                bytes_per_token=1.0,
-                embedding_dim=64,
-            ),
-            Profile(
+            tiny,
+            dataclasses.replace(
+                tiny,
                 name="tiny-cpu-4l",
-                model="tiny-llama",
-                block_size=128,
-                num_gpu_blocks=64,
-                max_num_seqs=32,
-                max_num_batched_tokens=2048,
-                max_model_len=1024,
                 step_base=0.001,
                 step_mem=0.002,
                 step_per_token=0.12e-3,
                 step_per_kv_token=0.0,
                 step_per_seq=0.8e-3,
                 frontend_overhead=0.025,
-                bytes_per_token=1.0,
-                embedding_dim=64,
             ),
             Profile(
                 name="instant",
