@@ -17,8 +17,6 @@ import json
 import os
 import queue
 import re
-import signal
-import socket
 import subprocess
 import threading
 import time
@@ -33,6 +31,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from tests.procs import Proc, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = Path(os.environ.get("LLM_GATEWAY_PROMETHEUS_TOOLS", ROOT / ".tools" / "prometheus"))
@@ -49,12 +49,6 @@ def tool(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is missing: run `make promtool` (make test runs it first)")
     return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
@@ -107,24 +101,16 @@ def scale_durations(rules_text: str, factor: float) -> str:
 # --- servers -------------------------------------------------------------------------------------
 
 
-class Server:
-    """A running Prometheus or Alertmanager: its URL, its process and its log."""
+class Server(Proc):
+    """A running Prometheus or Alertmanager: its URL, its process and its log file."""
 
     def __init__(self, popen: subprocess.Popen[bytes], url: str, workdir: Path, log: Path) -> None:
-        self.popen = popen
-        self.url = url
+        super().__init__(popen, url)
         self.workdir = workdir
-        self.log = log
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
+        self.log_path = log
 
     def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def get_json(self, path: str, **params: str) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
@@ -159,13 +145,7 @@ class Server:
             time.sleep(interval)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.popen.poll() is None:
-            os.kill(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout)
+        super().stop(timeout)  # Prometheus flushes its TSDB on SIGTERM: allow it longer
 
 
 def _wait_ready(server: Server, timeout: float) -> None:

@@ -22,11 +22,12 @@ from real_engine import (
     ROOT,
     Engine,
     Gateway,
-    free_port,
     kv_tokens_from_cache_config,
     load_script,
     log_tail,
 )
+
+from tests.procs import free_port
 
 ENGINE_START_TIMEOUT_S = 600.0
 GATEWAY_START_TIMEOUT_S = 60.0
