@@ -264,31 +264,40 @@ class Limiter:
 
     # -- control tick -------------------------------------------------------------------------
 
-    def _percentiles(self, newest: int | None = None) -> tuple[dict[Signal, float], dict[Signal, float], int]:
-        """P90 and P50 per signal over the current epoch, and how many overdue requests counted.
+    def _percentiles(
+        self, newest: int | None = None
+    ) -> tuple[dict[Signal, float], dict[Signal, float], dict[Signal, int]]:
+        """P90 and P50 per signal over the current epoch, and how many values stand behind each.
 
         A signal the proxy has no samples of (TTFT and TPOT for non-streaming traffic) is taken
-        from the backend's own histogram window, if that scrape came after the last change.
+        from the backend's own histogram window, if that scrape came after the last change; it
+        counts as `min_samples` values.
         A streaming request of this epoch that has waited longer than `overdue_after` (the TTFT
         target) for its first token has already missed it: its age counts as a TTFT value, a lower
         bound, so a backend that stops producing first tokens is seen before any of them arrives.
+        Counts are per signal because the signals arrive at different times: a streaming request
+        gives its TTFT at the first token and its TPOT only when it ends, seconds later.
         """
-        p90 = self._window.quantiles(0.9, newest)
-        p50 = self._window.quantiles(0.5, newest)
+        p90: dict[Signal, float] = {}
+        p50: dict[Signal, float] = {}
+        counts: dict[Signal, int] = {}
         overdue = self._overdue()
-        if overdue:
-            ttft = sorted(self._window.values("ttft", newest) + overdue)
-            for q, out in ((0.9, p90), (0.5, p50)):
-                value = nearest_rank(ttft, q)
-                assert value is not None  # ttft holds at least the overdue ages
-                out["ttft"] = value
+        for signal in SIGNALS:
+            values = self._window.values(signal, newest)
+            if signal == "ttft" and overdue:
+                values = sorted(values + overdue)
+            if values:
+                p90[signal] = _rank(values, 0.9)
+                p50[signal] = _rank(values, 0.5)
+                counts[signal] = len(values)
         sig = self._signals
         if sig is not None and sig.at >= self._last_change_at:
             for signal in SIGNALS:
                 backend = sig.p90(signal)
                 if signal not in p90 and backend is not None:
                     p90[signal] = backend
-        return p90, p50, len(overdue)
+                    counts[signal] = self._min_samples
+        return p90, p50, counts
 
     def _overdue(self) -> list[float]:
         if self._overdue_after is None or not self._awaiting:
@@ -304,7 +313,7 @@ class Limiter:
         """Run the algorithm once and apply its limit. Called by the control loop."""
         now = self._clock()
         self._refresh_ceiling()
-        p90, p50, overdue = self._percentiles(self._control_samples)
+        p90, p50, counts = self._percentiles(self._control_samples)
         per_token = self._window.per_token_values(self._control_samples)
         obs = Observation(
             now=now,
@@ -316,7 +325,7 @@ class Limiter:
             queued=queued,
             p90=p90,
             p50=p50,
-            sample_count=len(self._window) + overdue,
+            sample_count=len(self._window) + len(self._overdue()),
             min_e2e_per_token=self._min_per_token.value(now),
             signals=self._signals,
             preemptions_delta=self._preemptions_pending,
@@ -325,6 +334,7 @@ class Limiter:
             p90_e2e_per_token=nearest_rank(per_token, 0.9),
             p50_e2e_per_token=nearest_rank(per_token, 0.5),
             completed=self._completed,
+            counts=counts,
         )
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)
@@ -381,6 +391,12 @@ def _direction(old: int, new: int) -> Direction:
     if new < old:
         return Direction.DOWN
     return Direction.HOLD
+
+
+def _rank(sorted_values: list[float], q: float) -> float:
+    value = nearest_rank(sorted_values, q)
+    assert value is not None  # called with at least one value
+    return value
 
 
 def _rounded(value: float | None) -> float | None:

@@ -6,7 +6,7 @@ Nothing here imports from the rest of the package, performs I/O or reads a clock
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
@@ -117,6 +117,8 @@ class Observation:
     p50_e2e_per_token: float | None = None
     completed: int = 0
     """Requests this backend finished since the previous tick (any epoch, any outcome)."""
+    counts: dict[Signal, int] = field(default_factory=dict)
+    """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
 
 
 class Direction(StrEnum):

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from gateway.types import SIGNALS, Clock, Sample, Signal
+from gateway.types import Clock, Sample, Signal
 
 
 def nearest_rank(sorted_values: Sequence[float], q: float) -> float | None:
@@ -118,15 +118,6 @@ class SampleWindow:
 
     def quantile(self, signal: Signal, q: float, newest: int | None = None) -> float | None:
         return nearest_rank(self.values(signal, newest), q)
-
-    def quantiles(self, q: float, newest: int | None = None) -> dict[Signal, float]:
-        """The q-quantile of every signal that has at least one value in the window."""
-        out: dict[Signal, float] = {}
-        for signal in SIGNALS:
-            value = nearest_rank(self.values(signal, newest), q)
-            if value is not None:
-                out[signal] = value
-        return out
 
 
 def _ttft(e: _Entry) -> float | None:

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from gateway.limiter import Limiter, Slot
 from gateway.limits import create
-from gateway.types import SLA, BackendSignals, Direction, Sample
+from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Sample
 
 TTFT_1S = SLA(ttft_p90=1.0)
 
@@ -80,7 +80,7 @@ def test_failed_requests_are_not_latency_samples() -> None:
 def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
     lim, clock, wake = limiter()
     slots = fill(lim)
-    finish(slots, clock, ttft=0.7)
+    finish(slots, clock, ttft=0.85)
     wake.calls = 0
     d = lim.tick(queued=4)
     assert (d.direction, d.reason, d.limit) == (Direction.UP, "headroom", 9)
@@ -303,3 +303,30 @@ def test_requests_overdue_for_their_first_token_count_before_any_token_arrives()
     for slot in slots:
         slot.release(None)
     assert lim.inflight == 0 and not lim._awaiting
+
+
+def test_signals_are_counted_separately_for_the_algorithm() -> None:
+    """A TTFT counts at the first token, the TPOT only when the request ends: counts say which."""
+    seen: list[Observation] = []
+
+    class Spy:
+        name = "spy"
+        respects_kv_ceiling = True
+
+        def initial_limit(self, floor: int, ceiling: int) -> int:
+            return 8
+
+        def update(self, obs: Observation) -> Decision:
+            seen.append(obs)
+            return Decision(obs.limit, Direction.HOLD, "spy", "")
+
+    clock = FakeClock(100.0)
+    lim = Limiter(Spy(), clock=clock, min_samples=4)
+    slots = fill(lim)
+    for s in slots:
+        s.first_token(clock.now, 0.2)
+    for s in slots[:3]:
+        s.release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2, tpot=0.02))
+    lim.tick(queued=0)
+    assert seen[-1].counts == {"ttft": 8, "tpot": 3, "e2e": 3}
+    assert seen[-1].p90["ttft"] == 0.2

@@ -8,10 +8,13 @@ Definitions (all as the client saw it):
 - shed share = share of requests whose final answer was a 429/503 refusal from the gateway;
 - errors = anything else that was not served: transport errors, cut streams, timeouts, unfinished;
 - P90s are nearest-rank over served requests; "admitted P90" uses the TTFT of the answered attempt;
+- per-phase numbers count a request in the phase it arrived in, except the admitted requests' P90s
+  (converged P90, recovery), which count it when its answered attempt was sent: a request shed at
+  14 s and served after a retry at 18 s ran on the backend as it was at 18 s;
 - time to converge (gateway runs), per phase: from the phase start until the summed limit of the
   healthy backends stays within max(2, 20%) of its median over the second half of the phase;
-  "converged P90" pools the served requests that arrived after that point in every phase;
-- recovery (after a capacity drop at time t): the first 2-second bin (by arrival) from which on, until
+  "converged P90" pools the served requests admitted after that point in every phase;
+- recovery (after a capacity drop at time t): the first 2-second bin (by admission) from which on, until
   the phase ends, every bin has the admitted requests' P90 TTFT (of the answered attempt: the wait
   a client chose before retrying is not the server's) and P90 TPOT within the SLA.
 """
@@ -48,6 +51,11 @@ def meets(r: Record) -> bool:
     )
 
 
+def admitted_at(r: Record) -> float:
+    """When the gateway admitted the request's answered attempt (its arrival if not recorded)."""
+    return r.arrival if r.attempt_at is None else r.attempt_at
+
+
 def _phase_bounds(data: RunData) -> list[tuple[float, float, str]]:
     phases = data.scenario.phases
     ends = [at for at, _ in phases[1:]] + [data.scenario.duration]
@@ -79,7 +87,7 @@ def recovery_time(records: Sequence[Record], start: float, end: float) -> float 
     bins: list[tuple[float, bool]] = []
     t = start
     while t < end - 1e-9:
-        served = [r for r in records if r.outcome == "ok" and t <= r.arrival < t + BIN]
+        served = [r for r in records if r.outcome == "ok" and t <= admitted_at(r) < t + BIN]
         if len(served) >= MIN_BIN:
             ttft, tpot = p90(r.attempt_ttft for r in served), p90(r.tpot for r in served)
             ok = (ttft or 0.0) <= SLA_TTFT and (tpot or 0.0) <= SLA_TPOT
@@ -138,7 +146,7 @@ def summarize(data: RunData) -> dict[str, Any]:
         adaptive = gateway and not data.mode.startswith("fixed-")
         conv = converge_time(data.ticks, start, end) if adaptive else 0.0
         in_phase = [r for r in served if start <= r.arrival < end]
-        after = [r for r in in_phase if conv is not None and r.arrival >= start + conv]
+        after = [r for r in served if conv is not None and start + conv <= admitted_at(r) < end]
         converged += after
         limits = [v for t in data.ticks if start <= t.at < end if (v := total_limit(t)) is not None]
         phases.append(

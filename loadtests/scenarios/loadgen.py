@@ -62,6 +62,8 @@ class Record:
     ttft: float | None = None
     attempt_ttft: float | None = None
     """First token after the start of the answered attempt (what the gateway admitted)."""
+    attempt_at: float | None = None
+    """When the answered attempt was sent: the time the gateway admitted this request's work."""
     tpot: float | None = None
     e2e: float | None = None
     output_tokens: int = 0
@@ -269,6 +271,7 @@ class LoadGen:
             reader.feed(line, self.clock())
         t = reader.timings(self.clock())
         record.ttft, record.tpot, record.e2e = t.ttft, t.tpot, t.e2e
+        record.attempt_at = sent - self.started
         if reader.first_token_at is not None:
             record.attempt_ttft = reader.first_token_at - sent
         record.output_tokens, record.prompt_tokens = t.output_tokens, t.prompt_tokens

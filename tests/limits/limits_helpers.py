@@ -24,6 +24,8 @@ def make_obs(**overrides: Any) -> Observation:
         "min_samples": 8,
     }
     fields.update(overrides)
+    # Every measured P90 stands on the sample count unless told otherwise.
+    fields.setdefault("counts", {signal: fields["sample_count"] for signal in fields["p90"]})
     # Binding unless told otherwise: the peak follows the limit.
     fields.setdefault("peak_inflight", fields["limit"])
     fields.setdefault("inflight", fields["limit"])

@@ -60,24 +60,24 @@ def test_signals_without_target_are_ignored(obs: ObsFactory) -> None:
 
 
 def test_increase_only_while_binding(obs: ObsFactory) -> None:
-    binding = algo().update(obs(limit=10, peak_inflight=10, p90={"ttft": 0.7}))
+    binding = algo().update(obs(limit=10, peak_inflight=10, p90={"ttft": 0.85}))
     assert (binding.limit, binding.reason) == (11, "headroom")
-    queued = algo().update(obs(limit=10, peak_inflight=4, queued=3, p90={"ttft": 0.7}))
+    queued = algo().update(obs(limit=10, peak_inflight=4, queued=3, p90={"ttft": 0.85}))
     assert queued.limit == 11
     idle = algo().update(obs(limit=10, peak_inflight=9, queued=0, p90={"ttft": 0.1}))
     assert (idle.limit, idle.direction, idle.reason) == (10, Direction.HOLD, "not_binding")
 
 
-def test_slow_start_doubles_far_under_target_until_the_first_decrease(obs: ObsFactory) -> None:
+def test_slow_start_doubles_under_target_until_the_first_decrease(obs: ObsFactory) -> None:
     a = algo()
-    # r = 0.3 < 0.5 and never congested: double.
+    # r = 0.3 and 0.6 < 0.7, never congested: double.
     assert a.update(obs(now=0.0, limit=8, peak_inflight=8, p90={"ttft": 0.3})).limit == 16
-    assert a.update(obs(now=1.0, limit=16, peak_inflight=16, p90={"ttft": 0.3})).limit == 32
-    # r = 0.6: additive step 1 even in slow start.
-    assert algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.6})).limit == 17
-    # Once congested, far under target climbs by ceil(sqrt(L)) (after the wait, see below).
+    assert a.update(obs(now=1.0, limit=16, peak_inflight=16, p90={"ttft": 0.6})).limit == 32
+    # r = 0.8 is past slow start: the proportional step, 16 x (0.9 / 0.8 - 1) = 2.
+    assert algo().update(obs(limit=16, peak_inflight=16, p90={"ttft": 0.8})).limit == 18
+    # Once congested, no more doubling: far under target climbs by at most ceil(sqrt(L)).
     assert a.update(obs(now=2.0, limit=32, p90={"ttft": 2.0})).direction == Direction.DOWN
-    assert a.update(obs(now=20.0, limit=16, peak_inflight=16, p90={"ttft": 0.3})).limit == 20
+    assert a.update(obs(now=3.0, limit=16, peak_inflight=16, p90={"ttft": 0.3})).limit == 20
 
 
 def test_dead_band_holds(obs: ObsFactory) -> None:
@@ -109,12 +109,22 @@ def test_rare_preemptions_are_tolerated(obs: ObsFactory) -> None:
     assert d.reason == "preemptions"
 
 
-def test_fast_increase_waits_after_a_decrease(obs: ObsFactory) -> None:
+@pytest.mark.parametrize(
+    ("limit", "ratio", "step"),
+    [
+        (10, 0.85, 1),  # 10 x (0.9 / 0.85 - 1) = 0.59: at least increase_step
+        (20, 0.8, 2),  # 20 x 0.125 = 2.5, under ceil(sqrt(20)) = 5
+        (20, 0.3, 5),  # 20 x 2 = 40: capped by ceil(sqrt(20))
+        (100, 0.8, 10),  # 100 x 0.125 = 12.5: capped by sqrt(100)
+    ],
+)
+def test_headroom_step_is_proportional_and_capped(
+    obs: ObsFactory, limit: int, ratio: float, step: int
+) -> None:
     a = algo()
-    assert a.update(obs(now=0.0, limit=20, p90={"ttft": 2.0})).direction == Direction.DOWN
-    # Far under target 10 s later: one step, not sqrt(10); after 15 s the fast step is back.
-    assert a.update(obs(now=10.0, limit=10, p90={"ttft": 0.1})).limit == 11
-    assert a.update(obs(now=15.0, limit=11, p90={"ttft": 0.1})).limit == 15
+    assert a.update(obs(limit=limit * 2, ceiling=256, p90={"ttft": 2.0})).direction == Direction.DOWN
+    d = a.update(obs(limit=limit, ceiling=256, p90={"ttft": ratio}))
+    assert (d.limit, d.reason) == (limit + step, "headroom")
 
 
 def test_kv_saturated_with_backend_queueing(obs: ObsFactory) -> None:
@@ -182,5 +192,18 @@ def test_bad_params_name_the_key(params: dict[str, object], key: str) -> None:
 
 
 def test_band_order_is_validated() -> None:
-    with pytest.raises(ValueError, match="fast_increase_below"):
-        create("sla", {"increase_below": 0.4, "fast_increase_below": 0.6}, TTFT)
+    with pytest.raises(ValueError, match="slow_start_below"):
+        create("sla", {"increase_below": 0.4, "slow_start_below": 0.6}, TTFT)
+
+
+def test_a_decrease_needs_min_samples_of_its_own_signal(obs: ObsFactory) -> None:
+    # TTFT has 50 samples; TPOT only the 3 quickest requests of the epoch (2x over target).
+    both = SLA(ttft_p90=1.0, tpot_p90=0.03)
+    a = SLALimit(both)
+    thin = obs(limit=20, p90={"ttft": 0.5, "tpot": 0.06}, counts={"ttft": 50, "tpot": 3}, min_samples=20)
+    d = a.update(thin)
+    # Too few to cut on, but the cautious reading still blocks an increase.
+    assert (d.limit, d.direction, d.reason) == (20, Direction.HOLD, "steady")
+    enough = obs(limit=20, p90={"ttft": 0.5, "tpot": 0.06}, counts={"ttft": 50, "tpot": 20}, min_samples=20)
+    d = a.update(enough)
+    assert (d.limit, d.reason) == (10, "p90_over_target") and d.detail.startswith("tpot")
