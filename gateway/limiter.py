@@ -265,23 +265,23 @@ class Limiter:
     # -- control tick -------------------------------------------------------------------------
 
     def _percentiles(
-        self, newest: int | None = None
+        self, overdue: list[float], newest: int | None = None
     ) -> tuple[dict[Signal, float], dict[Signal, float], dict[Signal, int]]:
         """P90 and P50 per signal over the current epoch, and how many values stand behind each.
 
         A signal the proxy has no samples of (TTFT and TPOT for non-streaming traffic) is taken
         from the backend's own histogram window, if that scrape came after the last change; it
         counts as `min_samples` values.
-        A streaming request of this epoch that has waited longer than `overdue_after` (the TTFT
-        target) for its first token has already missed it: its age counts as a TTFT value, a lower
-        bound, so a backend that stops producing first tokens is seen before any of them arrives.
+        `overdue` holds the ages of this epoch's streaming requests that have waited longer than
+        `overdue_after` (the TTFT target) for their first token: they have already missed it, so
+        each age counts as a TTFT value, a lower bound, and a backend that stops producing first
+        tokens is seen before any of them arrives.
         Counts are per signal because the signals arrive at different times: a streaming request
         gives its TTFT at the first token and its TPOT only when it ends, seconds later.
         """
         p90: dict[Signal, float] = {}
         p50: dict[Signal, float] = {}
         counts: dict[Signal, int] = {}
-        overdue = self._overdue()
         for signal in SIGNALS:
             values = self._window.values(signal, newest)
             if signal == "ttft" and overdue:
@@ -307,13 +307,14 @@ class Limiter:
         return [now - t for t in self._awaiting.values() if t >= start and now - t > bound]
 
     def p90(self) -> dict[Signal, float]:
-        return self._percentiles()[0]
+        return self._percentiles(self._overdue())[0]
 
     def tick(self, queued: int) -> Decision:
         """Run the algorithm once and apply its limit. Called by the control loop."""
         now = self._clock()
         self._refresh_ceiling()
-        p90, p50, counts = self._percentiles(self._control_samples)
+        overdue = self._overdue()
+        p90, p50, counts = self._percentiles(overdue, self._control_samples)
         per_token = self._window.per_token_values(self._control_samples)
         obs = Observation(
             now=now,
@@ -325,7 +326,7 @@ class Limiter:
             queued=queued,
             p90=p90,
             p50=p50,
-            sample_count=len(self._window) + len(self._overdue()),
+            sample_count=len(self._window) + len(overdue),
             min_e2e_per_token=self._min_per_token.value(now),
             signals=self._signals,
             preemptions_delta=self._preemptions_pending,
@@ -358,7 +359,7 @@ class Limiter:
 
     def state(self) -> dict[str, object]:
         """A JSON-ready account of this backend's limiter for /admin/state."""
-        p90, p50, _ = self._percentiles()
+        p90, p50, _ = self._percentiles(self._overdue())
         sig = self._signals
         d = self._last_decision
         return {

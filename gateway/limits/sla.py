@@ -67,8 +67,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from gateway.limits.base import Params, clamp, decide, is_binding
-from gateway.types import SLA, Decision, Direction, Observation, Signal
+from gateway.limits.base import Params, clamp, decide, is_binding, worst_ratio
+from gateway.types import SLA, Decision, Direction, Observation
 
 
 class SLALimit:
@@ -160,9 +160,7 @@ class SLALimit:
                 f"{obs.preemptions_delta:g} preemptions since last tick: "
                 f"{limit} x {self.preemption_backoff:g}",
             )
-        ratios = _ratios(obs, self.sla)
-        judged = {s: r for s, r in ratios.items() if obs.counts.get(s, 0) >= obs.min_samples}
-        signal, ratio = _worst(judged)
+        signal, ratio = worst_ratio(obs, self.sla, min_count=obs.min_samples)
         if signal is not None and ratio > 1.0:
             factor = max(1.0 - self.max_decrease, 1.0 / (1.0 + self.decrease_gain * (ratio - 1.0)))
             return decide(
@@ -195,7 +193,7 @@ class SLALimit:
             )
         # An increase also heeds the signals measured on fewer than min_samples requests: on so few,
         # the nearest-rank P90 is the largest value or next to it, the cautious reading.
-        signal, ratio = _worst(ratios)
+        signal, ratio = worst_ratio(obs, self.sla)
         p90_text = f"worst P90/target {ratio:.2f}" if signal is not None else "no SLA signal"
         if ratio >= self.increase_below:
             return decide(obs, limit, "steady", f"{p90_text} within [{self.increase_below:g}, 1]")
@@ -223,22 +221,6 @@ class SLALimit:
         the limit, at least `increase_step` and at most Envoy's sqrt(L) headroom."""
         proportional = limit * (self.increase_below / ratio - 1.0) if ratio > 0 else math.inf
         return max(self.increase_step, min(math.floor(proportional), math.ceil(math.sqrt(limit))))
-
-
-def _ratios(obs: Observation, sla: SLA) -> dict[Signal, float]:
-    """P90/target of each SLA signal that has a measured P90."""
-    return {
-        signal: p90 / target
-        for signal, target in sla.targets().items()
-        if (p90 := obs.p90.get(signal)) is not None and target > 0
-    }
-
-
-def _worst(ratios: dict[Signal, float]) -> tuple[Signal | None, float]:
-    if not ratios:
-        return None, 0.0
-    signal = max(ratios, key=ratios.__getitem__)
-    return signal, ratios[signal]
 
 
 def _lower(limit: int, wanted: float) -> int:
