@@ -21,6 +21,9 @@ What the algorithm is shown: P90 and P50 over the newest `control_samples` (32) 
 current epoch, so a step change in the backend shows within a few seconds instead of waiting for a
 30-second window to turn over (on the simulated engine with a TPOT target, recovery after capacity
 came back went from 1,497 to 1,644 tok/s); `state()` and `p90()` report the whole window.
+Streams still in flight add what they already show: the age of those overdue for their first
+token (TTFT) and, after a few events, their pace so far (TPOT). A finished request's TPOT arrives
+seconds after a slowdown began; the pace of the streams it slowed shows it at the next tick.
 
 Hot path: `acquire` and `Slot.release` do constant work (no sorting, one small object per acquire).
 """
@@ -41,6 +44,7 @@ from gateway.types import (
     Observation,
     Sample,
     Signal,
+    StreamProgress,
 )
 from gateway.window import SampleWindow, SlidingMin, nearest_rank
 
@@ -48,6 +52,8 @@ TOKENS_SMOOTHING = 0.05
 """EWMA weight of one finished request in the tokens-per-request estimate (about 20 requests)."""
 FOOTPRINT_SMOOTHING = 0.2
 """EWMA weight of one scrape in the measured KV footprint per running sequence."""
+PARTIAL_MIN_EVENTS = 8
+"""Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
 MIN_RTT_HORIZON = 300.0
 """Seconds over which the lowest e2e-per-token latency is remembered (no-load estimate)."""
 
@@ -62,16 +68,19 @@ class Slot:
         self._released = False
         self._ttft_recorded = False
 
-    def awaiting_first_token(self, dispatched_at: float) -> None:
-        """A streaming request was sent: until its first token, its age bounds its TTFT from below."""
-        if not self._released and not self._ttft_recorded:
-            self._limiter._awaiting[self] = dispatched_at
+    def streaming(self, dispatched_at: float, progress: StreamProgress) -> None:
+        """A streaming request was sent: the limiter watches `progress` until the slot is released.
+
+        Until the first token, the request's age bounds its TTFT from below; after a few tokens, the
+        pace so far estimates its TPOT. Both count at the control tick, before the request ends.
+        """
+        if not self._released:
+            self._limiter._streams[self] = (dispatched_at, progress)
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived: its TTFT counts now, not when the request ends."""
         if not self._released and not self._ttft_recorded:
             self._ttft_recorded = True
-            self._limiter._awaiting.pop(self, None)
             self._limiter._window.add_first_token(dispatched_at, ttft)
 
     @property
@@ -83,9 +92,8 @@ class Slot:
         if self._released:
             raise RuntimeError("slot released twice")
         self._released = True
-        if not self._ttft_recorded:
-            self._limiter._awaiting.pop(self, None)
-        elif sample is not None and sample.ttft is not None:
+        self._limiter._streams.pop(self, None)
+        if self._ttft_recorded and sample is not None and sample.ttft is not None:
             sample = replace(sample, ttft=None)
         self._limiter._release(sample)
 
@@ -120,8 +128,8 @@ class Limiter:
         self._overdue_after = overdue_after
         self._on_capacity = on_capacity
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
-        self._awaiting: dict[Slot, float] = {}
-        """Streaming requests of this backend still waiting for their first token: dispatch time."""
+        self._streams: dict[Slot, tuple[float, StreamProgress]] = {}
+        """Streaming requests of this backend in flight: dispatch time and progress."""
         self._min_per_token = SlidingMin(MIN_RTT_HORIZON)
 
         self._inflight = 0
@@ -265,17 +273,14 @@ class Limiter:
     # -- control tick -------------------------------------------------------------------------
 
     def _percentiles(
-        self, overdue: list[float], newest: int | None = None
+        self, live: dict[Signal, list[float]], newest: int | None = None
     ) -> tuple[dict[Signal, float], dict[Signal, float], dict[Signal, int]]:
         """P90 and P50 per signal over the current epoch, and how many values stand behind each.
 
-        A signal the proxy has no samples of (TTFT and TPOT for non-streaming traffic) is taken
-        from the backend's own histogram window, if that scrape came after the last change; it
-        counts as `min_samples` values.
-        `overdue` holds the ages of this epoch's streaming requests that have waited longer than
-        `overdue_after` (the TTFT target) for their first token: they have already missed it, so
-        each age counts as a TTFT value, a lower bound, and a backend that stops producing first
-        tokens is seen before any of them arrives.
+        `live` holds values from this epoch's streams still in flight (see `_live`), added to the
+        finished samples. A signal with no values at all (TTFT and TPOT for non-streaming traffic)
+        is taken from the backend's own histogram window, if that scrape came after the last
+        change; it counts as `min_samples` values.
         Counts are per signal because the signals arrive at different times: a streaming request
         gives its TTFT at the first token and its TPOT only when it ends, seconds later.
         """
@@ -284,8 +289,9 @@ class Limiter:
         counts: dict[Signal, int] = {}
         for signal in SIGNALS:
             values = self._window.values(signal, newest)
-            if signal == "ttft" and overdue:
-                values = sorted(values + overdue)
+            extra = live.get(signal)
+            if extra:
+                values = sorted(values + extra)
             if values:
                 p90[signal] = _rank(values, 0.9)
                 p50[signal] = _rank(values, 0.5)
@@ -299,22 +305,50 @@ class Limiter:
                     counts[signal] = self._min_samples
         return p90, p50, counts
 
-    def _overdue(self) -> list[float]:
-        if self._overdue_after is None or not self._awaiting:
-            return []
+    def _live(self) -> dict[Signal, list[float]]:
+        """What this epoch's streams in flight already tell, before they finish.
+
+        TTFT: a stream that has waited longer than `overdue_after` (the TTFT target) for its first
+        token has already missed it; its age counts as a TTFT value, a lower bound, so a backend
+        that stops producing first tokens is seen before any of them arrives.
+        TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far, the larger of the
+        mean gap between its events and the mean had the next event come now (a stream that
+        stalls shows it). A request's TPOT is only final when it ends, seconds after a slowdown
+        began; its pace shows the slowdown within a second.
+        """
+        if not self._streams:
+            return {}
         now = self._clock()
         start, bound = self._last_change_at, self._overdue_after
-        return [now - t for t in self._awaiting.values() if t >= start and now - t > bound]
+        overdue: list[float] = []
+        pace: list[float] = []
+        for dispatched_at, progress in self._streams.values():
+            if dispatched_at < start:
+                continue
+            first = progress.first_at
+            if first is None:
+                if bound is not None and now - dispatched_at > bound:
+                    overdue.append(now - dispatched_at)
+                continue
+            events, last = progress.events, progress.last_at
+            if events >= PARTIAL_MIN_EVENTS and last is not None:
+                pace.append(max((last - first) / (events - 1), (now - first) / events))
+        live: dict[Signal, list[float]] = {}
+        if overdue:
+            live["ttft"] = overdue
+        if pace:
+            live["tpot"] = pace
+        return live
 
     def p90(self) -> dict[Signal, float]:
-        return self._percentiles(self._overdue())[0]
+        return self._percentiles(self._live())[0]
 
     def tick(self, queued: int) -> Decision:
         """Run the algorithm once and apply its limit. Called by the control loop."""
         now = self._clock()
         self._refresh_ceiling()
-        overdue = self._overdue()
-        p90, p50, counts = self._percentiles(overdue, self._control_samples)
+        live = self._live()
+        p90, p50, counts = self._percentiles(live, self._control_samples)
         per_token = self._window.per_token_values(self._control_samples)
         obs = Observation(
             now=now,
@@ -326,7 +360,7 @@ class Limiter:
             queued=queued,
             p90=p90,
             p50=p50,
-            sample_count=len(self._window) + len(overdue),
+            sample_count=len(self._window) + sum(map(len, live.values())),
             min_e2e_per_token=self._min_per_token.value(now),
             signals=self._signals,
             preemptions_delta=self._preemptions_pending,
@@ -359,7 +393,7 @@ class Limiter:
 
     def state(self) -> dict[str, object]:
         """A JSON-ready account of this backend's limiter for /admin/state."""
-        p90, p50, _ = self._percentiles(self._overdue())
+        p90, p50, _ = self._percentiles(self._live())
         sig = self._signals
         d = self._last_decision
         return {

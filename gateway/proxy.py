@@ -118,8 +118,9 @@ class Upstream:
         if lease.target.config.api_key:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
         dispatched = clock()
-        if streaming:
-            lease.slot.awaiting_first_token(dispatched)
+        progress = StreamStats() if streaming else None
+        if progress is not None:
+            lease.slot.streaming(dispatched, progress)
         started = False
         first_token_at: float | None = None
         try:
@@ -137,7 +138,7 @@ class Upstream:
                     out_headers.extend(extra_headers)
                     await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
                     started = True
-                    stats = StreamStats() if streaming and resp.status == 200 else None
+                    stats = progress if resp.status == 200 else None
                     tail = b""
                     idle = self._timeouts.idle
                     async for chunk in resp.content.iter_any():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Protocol
 
 Clock = Callable[[], float]
 """Monotonic seconds. Injected everywhere time matters so tests can drive it by hand."""
@@ -37,6 +37,22 @@ class Sample:
         if signal == "tpot":
             return self.tpot
         return self.e2e
+
+
+class StreamProgress(Protocol):
+    """How far a streaming response has got, as the proxy sees its events arrive."""
+
+    @property
+    def first_at(self) -> float | None:
+        """Clock time of the first output event; None before it."""
+
+    @property
+    def last_at(self) -> float | None:
+        """Clock time of the latest output event."""
+
+    @property
+    def events(self) -> int:
+        """Output events so far (one token each at vLLM's default stream interval)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,14 @@
 Scenarios (a)-(f) of loadtests/scenarios/definitions.py, each run straight to the backends
 (round-robin, no gateway), through the gateway with a sweep of fixed limits, and adaptive. Prints a
 table per scenario, the project's targets as PASS/FAIL with their numbers, and writes
-`results/scenarios/summary.json`, `results/scenarios/report.md` and a PNG per gateway run.
+`results/scenarios/summary.json`, `results/scenarios/report.md` and a PNG per gateway run,
+and for adaptive runs the controller's decisions (`NAME-MODE-decisions.tsv`).
 
     .venv/bin/python loadtests/bench_scenarios.py                     # everything (~25 min)
     .venv/bin/python loadtests/bench_scenarios.py --quick             # shorter runs, smaller sweep
     .venv/bin/python loadtests/bench_scenarios.py --scenario b-halve --modes sla fixed-16
     .venv/bin/python loadtests/bench_scenarios.py --algorithms sla aimd gradient
+    .venv/bin/python loadtests/bench_scenarios.py --repeat 3 --modes fixed-16 sla   # with the spread
     .venv/bin/python loadtests/bench_scenarios.py --scenario a-overload --modes sla \\
         --params '{"increase_below": 0.8}'
 """
@@ -32,9 +34,10 @@ from loadtests.scenarios.report import (  # noqa: E402
     check_targets,
     phase_table,
     single_fixed_check,
+    spread_table,
     table,
 )
-from loadtests.scenarios.runner import run  # noqa: E402
+from loadtests.scenarios.runner import RunData, run  # noqa: E402
 
 QUICK_SCALE = 0.5
 QUICK_SWEEP = (8, 16)
@@ -54,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "scenarios")
     parser.add_argument("--plots", choices=["adaptive", "all", "none"], default="all")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per scenario (seeds SEED..SEED+N-1); report the spread",
+    )
     parser.add_argument("--report-only", action="store_true", help="rebuild report.md from OUT/summary.json")
     args = parser.parse_args(argv)
 
@@ -76,30 +85,48 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         scenario = known[name].scaled(QUICK_SCALE) if args.quick else known[name]
         rows = by_scenario.setdefault(name, [])
-        for mode in run_modes:
-            adaptive = not mode.startswith(("fixed-", "direct"))
-            data = run(
-                scenario,
-                mode,
-                params if adaptive else None,
-                seed=args.seed,
-                controller=controller if adaptive else None,
-            )
-            row = summarize(data)
-            rows.append(row)
-            print(
-                f"[{time.perf_counter() - started:6.0f}s] {name:12s} {mode:10s} "
-                f"goodput {row['goodput_rps']:5.1f} r/s  served {row['served']:5d}  "
-                f"shed {row['shed']:5d}  errors {row['errors']:4d}  wall {row['wall_s']:.0f}s",
-                flush=True,
-            )
-            if (args.plots == "all" and mode != "direct") or (args.plots == "adaptive" and adaptive):
-                plot_run(data, args.out / f"{name}-{mode}.png")
+        for rep in range(args.repeat):
+            suffix = f"-{rep + 1}" if args.repeat > 1 else ""
+            for mode in run_modes:
+                adaptive = not mode.startswith(("fixed-", "direct"))
+                data = run(
+                    scenario,
+                    mode,
+                    params if adaptive else None,
+                    seed=args.seed + rep,
+                    controller=controller if adaptive else None,
+                )
+                row = {**summarize(data), "run": rep, "runs": args.repeat}
+                rows.append(row)
+                print(
+                    f"[{time.perf_counter() - started:6.0f}s] {name:12s} {mode + suffix:12s} "
+                    f"goodput {row['goodput_rps']:5.1f} r/s  served {row['served']:5d}  "
+                    f"shed {row['shed']:5d}  errors {row['errors']:4d}  wall {row['wall_s']:.0f}s",
+                    flush=True,
+                )
+                stem = args.out / f"{name}-{mode}{suffix}"
+                if (args.plots == "all" and mode != "direct") or (args.plots == "adaptive" and adaptive):
+                    plot_run(data, stem.with_name(stem.name + ".png"))
+                if adaptive:
+                    write_decisions(data, stem.with_name(stem.name + "-decisions.tsv"))
         (args.out / "summary.json").write_text(json.dumps(by_scenario, indent=1, default=str))
 
     results = write_report(by_scenario, args.out, "quick" if args.quick else "full")
     print(f"\ntotal {time.perf_counter() - started:.0f} s; results in {args.out}")
     return 0 if all(ok for _, ok, _ in results) else 1
+
+
+def write_decisions(data: RunData, path: Path) -> None:
+    """The controller's decisions over the run, one line per backend whenever one changed."""
+    lines = ["seconds\tbackend\tlimit\tinflight\treason\tdetail"]
+    last: dict[int, tuple[object, ...]] = {}
+    for tick in data.ticks:
+        for i, b in enumerate(tick.backends):
+            key = (b.limit, b.reason, b.detail)
+            if last.get(i) != key:
+                last[i] = key
+                lines.append(f"{tick.at:.1f}\tb{i}\t{b.limit}\t{b.inflight}\t{b.reason}\t{b.detail}")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def write_report(
@@ -110,6 +137,8 @@ def write_report(
     report = [f"# Scenario results ({label})", ""]
     for name, rows in by_scenario.items():
         report += [f"## {(known[name].title if name in known else name)}", "", table(rows), ""]
+        if any(r.get("runs", 1) > 1 for r in rows):
+            report += [spread_table(rows), ""]
         if any(len(r["phases"]) > 1 for r in rows):
             report += [phase_table(rows), ""]
         for r in rows:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.limiter import Limiter, Slot
+from gateway.limiter import PARTIAL_MIN_EVENTS, Limiter, Slot
 from gateway.limits import create
 from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Sample
 
@@ -25,6 +27,15 @@ class Counter:
 
     def __call__(self) -> None:
         self.calls += 1
+
+
+@dataclass
+class Progress:
+    """A stream's progress as the proxy's StreamStats reports it."""
+
+    first_at: float | None = None
+    last_at: float | None = None
+    events: int = 0
 
 
 def limiter(
@@ -292,7 +303,7 @@ def test_requests_overdue_for_their_first_token_count_before_any_token_arrives()
     lim, clock, _ = limiter(overdue_after=1.0, min_samples=2)
     slots = [lim.acquire() for _ in range(4)]
     for slot in slots:
-        slot.awaiting_first_token(clock.now)
+        slot.streaming(clock.now, Progress())
     clock.now += 0.5
     assert "ttft" not in lim.p90()  # not late yet: nothing is known
     clock.now += 2.5
@@ -302,7 +313,7 @@ def test_requests_overdue_for_their_first_token_count_before_any_token_arrives()
     slots[0].first_token(clock.now - 3.0, 3.0)
     for slot in slots:
         slot.release(None)
-    assert lim.inflight == 0 and not lim._awaiting
+    assert lim.inflight == 0 and not lim._streams
 
 
 def test_signals_are_counted_separately_for_the_algorithm() -> None:
@@ -330,3 +341,66 @@ def test_signals_are_counted_separately_for_the_algorithm() -> None:
     lim.tick(queued=0)
     assert seen[-1].counts == {"ttft": 8, "tpot": 3, "e2e": 3}
     assert seen[-1].p90["ttft"] == 0.2
+
+
+def tpot_limiter(**kw: object) -> tuple[Limiter, FakeClock]:
+    clock = FakeClock(100.0)
+    algo = create("sla", {}, SLA(tpot_p90=0.03))
+    return Limiter(algo, clock=clock, min_samples=8, **kw), clock  # type: ignore[arg-type]
+
+
+def stream(slot: Slot, dispatched: float, gap: float, events: int) -> Progress:
+    """A stream whose first token came 0.1 s after dispatch, then one event every `gap` seconds."""
+    first = dispatched + 0.1
+    progress = Progress(first, first + gap * (events - 1), events)
+    slot.streaming(dispatched, progress)
+    return progress
+
+
+def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> None:
+    """A backend that slowed down is seen at the next tick, not when the slowed requests end."""
+    lim, clock = tpot_limiter()
+    slots = fill(lim)
+    start = clock.now
+    for slot in slots:
+        stream(slot, start, 0.06, 20)
+    clock.now = start + 0.1 + 0.06 * 19 + 0.01
+    assert lim.p90()["tpot"] == pytest.approx(0.06)
+    decision = lim.tick(queued=10)
+    assert decision.direction is Direction.DOWN and decision.reason == "p90_over_target"
+    assert decision.limit == 4  # twice the target: halved
+    for slot in slots:
+        slot.release(None)
+    assert not lim._streams and lim.inflight == 0
+
+
+def test_a_stream_needs_a_few_events_before_its_pace_counts() -> None:
+    lim, clock = tpot_limiter()
+    slot = lim.acquire()
+    progress = stream(slot, clock.now, 0.06, PARTIAL_MIN_EVENTS - 1)
+    clock.now += 1.0
+    assert "tpot" not in lim.p90()
+    progress.events += 1
+    assert "tpot" in lim.p90()
+
+
+def test_a_stalled_stream_shows_its_stall() -> None:
+    """Ten quick events, then nothing: two seconds after the first, the pace is 2 s / 10 events."""
+    lim, clock = tpot_limiter()
+    slot = lim.acquire()
+    stream(slot, clock.now, 0.01, 10)
+    clock.now += 0.1 + 2.0
+    assert lim.p90()["tpot"] == pytest.approx(0.2)
+
+
+def test_streams_dispatched_before_the_last_change_do_not_count() -> None:
+    lim, clock = tpot_limiter()
+    old = lim.acquire()
+    stream(old, clock.now, 0.06, 20)
+    clock.now += 1.0
+    for s in [lim.acquire() for _ in range(lim.limit - 1)]:
+        s.release(Sample(dispatched_at=clock.now, e2e=1.0, tpot=0.01))
+    assert lim.p90()["tpot"] == pytest.approx(0.06)  # the slow stream is the largest of eight values
+    assert lim.tick(queued=5).direction is Direction.DOWN
+    assert lim.p90()["tpot"] == 0.01  # it was sent before the change: it no longer counts
+    old.release(None)

@@ -10,6 +10,7 @@ the worst ratio among signals with at least n = min_samples values, r the worst 
     r_n > 1                                       L <- L * max(m, 1/(1+g(r_n-1)))  p90_over_target
     KV usage >= h and backend waiting > w         L <- L * b_kv               kv_saturated
     backend waiting > w                           L <- min(L-1, running + w)  backend_queueing
+    r > 1 (on fewer than n values)                hold                        insufficient_samples
     r >= u (between u and 1)                      hold                        steady
     limit not binding (peak < L, none queued)     hold                        not_binding
     L = C                                         hold                        at_ceiling
@@ -195,6 +196,14 @@ class SLALimit:
         # the nearest-rank P90 is the largest value or next to it, the cautious reading.
         signal, ratio = worst_ratio(obs, self.sla)
         p90_text = f"worst P90/target {ratio:.2f}" if signal is not None else "no SLA signal"
+        if signal is not None and ratio > 1.0:
+            return decide(
+                obs,
+                limit,
+                "insufficient_samples",
+                f"{signal} P90 is {ratio:.2f}x its target on {obs.counts.get(signal, 0)} of "
+                f"{obs.min_samples} values since the last change",
+            )
         if ratio >= self.increase_below:
             return decide(obs, limit, "steady", f"{p90_text} within [{self.increase_below:g}, 1]")
         if not is_binding(obs):

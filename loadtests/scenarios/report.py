@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import median
 from typing import Any
 
 from loadtests.scenarios.definitions import SLA_TPOT, SLA_TTFT
@@ -21,6 +22,19 @@ def _f(value: Any, digits: int = 2, pct: bool = False) -> str:
     return f"{value:.{digits}f}"
 
 
+def _label(r: dict[str, Any]) -> str:
+    """The mode, with the run number when the scenario was run more than once."""
+    return f"{r['mode']} #{r['run'] + 1}" if r.get("runs", 1) > 1 else r["mode"]
+
+
+def _by_run(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows grouped by repetition (rows without a run number are one run)."""
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for r in rows:
+        runs.setdefault(r.get("run", 0), []).append(r)
+    return [runs[i] for i in sorted(runs)]
+
+
 def table(rows: Sequence[dict[str, Any]]) -> str:
     head = (
         "| mode | goodput r/s | served r/s | attainment | shed | errors | P90 TTFT client (s) "
@@ -30,7 +44,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     for r in rows:
         tpot = None if r["p90_tpot"] is None else 1000 * r["p90_tpot"]
         lines.append(
-            f"| {r['mode']} | {_f(r['goodput_rps'], 1)} | {_f(r['served_rps'], 1)} "
+            f"| {_label(r)} | {_f(r['goodput_rps'], 1)} | {_f(r['served_rps'], 1)} "
             f"| {_f(r['attainment'], pct=True)} | {_f(r['shed_share'], pct=True)} "
             f"| {_f(r['error_share'], pct=True)} | {_f(r['p90_ttft'])} "
             f"| {_f(r['p90_admitted_ttft'])} | {_f(tpot, 1)} | {_f(r['converge_s'], 1)} "
@@ -50,10 +64,42 @@ def phase_table(rows: Sequence[dict[str, Any]]) -> str:
             tpot = None if p["p90_tpot"] is None else 1000 * p["p90_tpot"]
             limit = p.get("summed_limit", p.get("mean_limit"))
             lines.append(
-                f"| {r['mode']} | {p['label']} | {_f(limit, 1)} | {_f(p['goodput_rps'], 1)} "
+                f"| {_label(r)} | {p['label']} | {_f(limit, 1)} | {_f(p['goodput_rps'], 1)} "
                 f"| {_f(p['p90_ttft'])} | {_f(tpot, 1)} | {_f(p['converge_s'], 1)} "
                 f"| {_f(p['recovery_s'], 1)} |"
             )
+    return "\n".join(lines)
+
+
+def spread_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Goodput per mode over the repetitions: median and range, and against the best fixed limit
+    of the same repetition (same seed, so the same arrivals)."""
+    runs = _by_run(rows)
+    lines = [
+        f"| mode | goodput r/s, median of {len(runs)} | min | max | vs best fixed: median | min | max |",
+        "|" + "---|" * 7,
+    ]
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    for mode in modes:
+        goodput, ratios = [], []
+        for group in runs:
+            mine = next((r for r in group if r["mode"] == mode), None)
+            if mine is None:
+                continue
+            goodput.append(mine["goodput_rps"])
+            fixed = _fixed(group)
+            best = max((r["goodput_rps"] for r in fixed), default=0.0)
+            if best > 0:
+                ratios.append(mine["goodput_rps"] / best)
+        ratio_cells = (
+            " | ".join(_f(v, pct=True) for v in (median(ratios), min(ratios), max(ratios)))
+            if ratios
+            else "- | - | -"
+        )
+        lines.append(
+            f"| {mode} | {_f(median(goodput), 1)} | {_f(min(goodput), 1)} | {_f(max(goodput), 1)} "
+            f"| {ratio_cells} |"
+        )
     return "\n".join(lines)
 
 
@@ -62,89 +108,110 @@ def _fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def check_targets(by_scenario: dict[str, list[dict[str, Any]]]) -> list[tuple[str, bool, str]]:
-    """(target, passed, numbers) for each adaptive run and each of the project's targets."""
-    results: list[tuple[str, bool, str]] = []
+    """(target, passed, numbers) for each adaptive mode and each of the project's targets.
+
+    A scenario run several times passes a target only if every run passes it; the numbers of
+    each run are given.
+    """
+    merged: dict[str, list[tuple[bool, str]]] = {}
     for name, rows in by_scenario.items():
-        fixed = _fixed(rows)
-        best = max(fixed, key=lambda r: r["goodput_rps"]) if fixed else None
-        for r in rows:
-            if r["mode"] not in ADAPTIVE:
-                continue
-            mode = r["mode"]
-            if best is not None:
-                ratio = r["goodput_rps"] / best["goodput_rps"] if best["goodput_rps"] else 1.0
-                results.append(
-                    (
-                        f"{name} [{mode}] goodput >= 95% of best fixed",
-                        ratio >= 0.95,
-                        f"{r['goodput_rps']:.1f} vs {best['goodput_rps']:.1f} r/s ({best['mode']}): "
-                        f"{100 * ratio:.0f}%",
-                    )
-                )
-            ttft, tpot = r["converged_p90_admitted_ttft"], r["converged_p90_tpot"]
-            ok = ttft is not None and ttft <= 1.1 * SLA_TTFT and (tpot is None or tpot <= 1.1 * SLA_TPOT)
+        for group in _by_run(rows):
+            for what, ok, numbers in _check_run(name, group):
+                merged.setdefault(what, []).append((ok, numbers))
+    results = []
+    for what, outcomes in merged.items():
+        if len(outcomes) == 1:
+            results.append((what, *outcomes[0]))
+            continue
+        passed = sum(ok for ok, _ in outcomes)
+        numbers = "; ".join(f"run {i + 1}: {n}" for i, (_, n) in enumerate(outcomes))
+        results.append((what, passed == len(outcomes), f"{passed}/{len(outcomes)} runs pass; {numbers}"))
+    return results
+
+
+def _check_run(name: str, rows: Sequence[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    results: list[tuple[str, bool, str]] = []
+    fixed = _fixed(rows)
+    best = max(fixed, key=lambda r: r["goodput_rps"]) if fixed else None
+    for r in rows:
+        if r["mode"] not in ADAPTIVE:
+            continue
+        mode = r["mode"]
+        if best is not None:
+            ratio = r["goodput_rps"] / best["goodput_rps"] if best["goodput_rps"] else 1.0
             results.append(
                 (
-                    f"{name} [{mode}] admitted P90 within SLA+10% once converged",
-                    ok,
-                    f"TTFT {_f(ttft)} s (<= {1.1 * SLA_TTFT:.2f}), TPOT "
-                    f"{_f(None if tpot is None else 1000 * tpot, 1)} ms (<= {1100 * SLA_TPOT:.0f}); "
-                    f"converged after {_f(r['converge_s'], 1)} s",
+                    f"{name} [{mode}] goodput >= 95% of best fixed",
+                    ratio >= 0.95,
+                    f"{r['goodput_rps']:.1f} vs {best['goodput_rps']:.1f} r/s ({best['mode']}): "
+                    f"{100 * ratio:.0f}%",
                 )
             )
-            if name.startswith("b-"):
-                rec = r["phases"][1]["recovery_s"]
-                results.append(
-                    (
-                        f"{name} [{mode}] back under SLA within {RECOVERY_LIMIT_S:.0f} s after halving",
-                        rec is not None and rec <= RECOVERY_LIMIT_S,
-                        f"recovered after {_f(rec, 1)} s",
-                    )
+        ttft, tpot = r["converged_p90_admitted_ttft"], r["converged_p90_tpot"]
+        ok = ttft is not None and ttft <= 1.1 * SLA_TTFT and (tpot is None or tpot <= 1.1 * SLA_TPOT)
+        results.append(
+            (
+                f"{name} [{mode}] admitted P90 within SLA+10% once converged",
+                ok,
+                f"TTFT {_f(ttft)} s (<= {1.1 * SLA_TTFT:.2f}), TPOT "
+                f"{_f(None if tpot is None else 1000 * tpot, 1)} ms (<= {1100 * SLA_TPOT:.0f}); "
+                f"converged after {_f(r['converge_s'], 1)} s",
+            )
+        )
+        if name.startswith("b-"):
+            rec = r["phases"][1]["recovery_s"]
+            results.append(
+                (
+                    f"{name} [{mode}] back under SLA within {RECOVERY_LIMIT_S:.0f} s after halving",
+                    rec is not None and rec <= RECOVERY_LIMIT_S,
+                    f"recovered after {_f(rec, 1)} s",
                 )
-            if name.startswith("d-"):
-                answered = r["served"] + r["shed_with_retry_after"]
-                rss, idle = r["peak_rss_mb"], r["idle_after_s"]
-                ok = (
-                    answered == r["requests"]
-                    and r["errors"] == 0
-                    and rss is not None
-                    and rss < RSS_LIMIT_MB
-                    and idle is not None
+            )
+        if name.startswith("d-"):
+            answered = r["served"] + r["shed_with_retry_after"]
+            rss, idle = r["peak_rss_mb"], r["idle_after_s"]
+            ok = (
+                answered == r["requests"]
+                and r["errors"] == 0
+                and rss is not None
+                and rss < RSS_LIMIT_MB
+                and idle is not None
+            )
+            results.append(
+                (
+                    f"{name} [{mode}] burst answered, no errors, RSS < 300 MB, idle after",
+                    ok,
+                    f"{answered}/{r['requests']} answered ({r['served']} served, "
+                    f"{r['shed_with_retry_after']} shed with Retry-After), {r['errors']} errors, "
+                    f"peak RSS {_f(rss, 0)} MB, idle {_f(idle, 1)} s after",
                 )
-                results.append(
-                    (
-                        f"{name} [{mode}] burst answered, no errors, RSS < 300 MB, idle after",
-                        ok,
-                        f"{answered}/{r['requests']} answered ({r['served']} served, "
-                        f"{r['shed_with_retry_after']} shed with Retry-After), {r['errors']} errors, "
-                        f"peak RSS {_f(rss, 0)} MB, idle {_f(idle, 1)} s after",
-                    )
+            )
+        if name.startswith("f-") and "tenants" in r:
+            flood = r["tenants"].get("flood", {})
+            share = flood.get("served_share", 0.0)
+            results.append(
+                (
+                    f"{name} [{mode}] flooding tenant held to its share (50%)",
+                    share <= 0.5 * FAIR_TOLERANCE,
+                    f"flood got {100 * share:.0f}% of served requests "
+                    f"(interactive: {r['tenants'].get('interactive', {}).get('served', 0)} served, "
+                    f"{r['tenants'].get('interactive', {}).get('requests', 0)} asked)",
                 )
-            if name.startswith("f-") and "tenants" in r:
-                flood = r["tenants"].get("flood", {})
-                share = flood.get("served_share", 0.0)
-                results.append(
-                    (
-                        f"{name} [{mode}] flooding tenant held to its share (50%)",
-                        share <= 0.5 * FAIR_TOLERANCE,
-                        f"flood got {100 * share:.0f}% of served requests "
-                        f"(interactive: {r['tenants'].get('interactive', {}).get('served', 0)} served, "
-                        f"{r['tenants'].get('interactive', {}).get('requests', 0)} asked)",
-                    )
-                )
+            )
     return results
 
 
 def single_fixed_check(by_scenario: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """For each fixed limit: in how many scenarios it reached 95% of that scenario's best fixed."""
+    """For each fixed limit: in how many scenario runs it reached 95% of that run's best fixed."""
     lines = []
     modes = sorted(
         {r["mode"] for rows in by_scenario.values() for r in _fixed(rows)}, key=lambda m: int(m.split("-")[1])
     )
+    groups = [group for rows in by_scenario.values() for group in _by_run(rows)]
     for mode in modes:
         hits, worst = 0, 1.0
-        for rows in by_scenario.values():
-            fixed = _fixed(rows)
+        for group in groups:
+            fixed = _fixed(group)
             best = max(r["goodput_rps"] for r in fixed) if fixed else 0.0
             mine = next((r["goodput_rps"] for r in fixed if r["mode"] == mode), None)
             if mine is None or best <= 0:
@@ -152,7 +219,7 @@ def single_fixed_check(by_scenario: dict[str, list[dict[str, Any]]]) -> list[str
             worst = min(worst, mine / best)
             hits += mine >= 0.95 * best
         lines.append(
-            f"{mode}: >= 95% of the best fixed in {hits}/{len(by_scenario)} scenarios "
+            f"{mode}: >= 95% of the best fixed in {hits}/{len(groups)} scenario runs "
             f"(worst {100 * worst:.0f}%)"
         )
     return lines

@@ -41,6 +41,7 @@ class BackendTick:
     waiting: float | None = None
     preemptions: float | None = None
     reason: str | None = None
+    detail: str | None = None
 
 
 @dataclass(slots=True)
@@ -170,6 +171,6 @@ class Sampler:
             p90 = b.get("p90") or {}
             bt.p90 = {k: p90.get(k) for k in ("ttft", "tpot", "e2e")}
             decision = b.get("last_decision") or {}
-            bt.reason = decision.get("reason")
+            bt.reason, bt.detail = decision.get("reason"), decision.get("detail")
         models = state.get("models") or {}
         tick.queue_depth = sum(int(m.get("depth", 0)) for m in models.values())

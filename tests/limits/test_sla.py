@@ -202,8 +202,9 @@ def test_a_decrease_needs_min_samples_of_its_own_signal(obs: ObsFactory) -> None
     a = SLALimit(both)
     thin = obs(limit=20, p90={"ttft": 0.5, "tpot": 0.06}, counts={"ttft": 50, "tpot": 3}, min_samples=20)
     d = a.update(thin)
-    # Too few to cut on, but the cautious reading still blocks an increase.
-    assert (d.limit, d.direction, d.reason) == (20, Direction.HOLD, "steady")
+    # Too few to cut on, but the cautious reading still blocks an increase, and says why.
+    assert (d.limit, d.direction, d.reason) == (20, Direction.HOLD, "insufficient_samples")
+    assert d.detail == "tpot P90 is 2.00x its target on 3 of 20 values since the last change"
     enough = obs(limit=20, p90={"ttft": 0.5, "tpot": 0.06}, counts={"ttft": 50, "tpot": 20}, min_samples=20)
     d = a.update(enough)
     assert (d.limit, d.reason) == (10, "p90_over_target") and d.detail.startswith("tpot")
