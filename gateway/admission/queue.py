@@ -6,8 +6,10 @@ is handed a lease by `wake()`, which the pool calls whenever capacity appears; n
 backend is chosen by the pool at that moment (late binding), not when the request arrived.
 
 Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. A
-request whose expected wait exceeds its deadline is refused at once (429 `deadline`); one that waits
-past its deadline is removed and answered 503 `queue_timeout`.
+request whose expected wait exceeds its deadline is refused at once (429 `deadline`), and so is a
+waiter as soon as the measured rate says its turn will come too late (a burst that arrived before
+any rate was measured); one that waits past its deadline is removed and answered 503
+`queue_timeout`.
 
 Expiry uses one loop timer, armed for the earliest deadline, over a heap of deadlines: one handle
 instead of one per waiter, and every expiry decision is taken against the injected clock (the timer
@@ -162,10 +164,12 @@ class AdmissionQueue:
             raise
 
     def wake(self) -> None:
-        """Capacity may have appeared: expire what is overdue, then dispatch while slots last."""
+        """Capacity may have appeared: expire what is overdue, dispatch while slots last, then
+        refuse the waiters that can no longer be reached before their deadline."""
         now = self._clock()
         changed = self._expire(now)
-        if self._dispatch(now) or changed:
+        changed = self._dispatch(now) > 0 or changed
+        if self._trim(now) or changed:
             self._changed(now)
 
     def close(self, message: str = "the gateway is shutting down") -> None:
@@ -340,6 +344,43 @@ class AdmissionQueue:
             self._deadlines = [d for d in heap if d[2].entry is not None]
             heapq.heapify(self._deadlines)
         return expired
+
+    def _trim(self, now: float) -> bool:
+        """Refuse (429 `deadline`) each tenant's newest waiters while, at the measured drain rate,
+        their turn would come after their deadline.
+
+        Admission makes the same test, but only once a drain rate is measured: a burst into a cold
+        queue is let in whole, and without this its tail would wait out the full timeout for a 503.
+        The newest waiter of a tenant is served after about as many entries as a new arrival of that
+        tenant would be (`ahead_of_new`). Cheap when nothing can be late: if the whole queue drains
+        before the earliest deadline, nothing is scanned.
+        """
+        heap = self._deadlines
+        if not self._fair.depth or not heap:
+            return False
+        rate = self._drain.rate(now)
+        if rate is None or rate <= 0 or self._fair.depth / rate <= heap[0][0] - now:
+            return False
+        trimmed = False
+        for tenant in list(self._fair.tenant_depths()):
+            while (entry := self._fair.newest(tenant)) is not None:
+                waiter = entry.item
+                ahead = self._fair.ahead_of_new(tenant, entry.priority)
+                wait, left = ahead / rate, waiter.deadline - now
+                if wait <= left:
+                    break
+                self._remove(waiter)
+                trimmed = True
+                if not waiter.future.done():
+                    waiter.future.set_exception(
+                        self._reject(
+                            "deadline",
+                            wait,
+                            f"expected queue wait {wait:.1f}s ({ahead - 1:.0f} requests ahead at "
+                            f"{rate:.2f} requests/s) exceeds the {left:.1f}s left of its deadline",
+                        )
+                    )
+        return trimmed
 
     def _arm(self, deadline: float, now: float) -> None:
         if self._timer is not None and self._timer_deadline <= deadline:

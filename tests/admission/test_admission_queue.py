@@ -393,3 +393,37 @@ async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None
     assert waits[0] == pytest.approx(11 / rate, rel=0.01)
     for before, after in itertools.pairwise(waits):
         assert after - before == pytest.approx(1 / rate, rel=0.01)
+
+
+async def test_a_burst_into_a_cold_queue_is_trimmed_once_the_drain_rate_is_known() -> None:
+    """No rate is known when 20 arrive, so all queue; once one slot every 0.5 s is measured, the
+    newest, whose turn would come after their 5 s deadline, are refused at once, not after 5 s."""
+    q, _, clock = make(capacity=1, timeout=5.0)
+    held = await q.admit(Ticket("a"))
+    log: list[str] = []
+    tasks = [spawn(q, Ticket("a", request_id=str(i)), log) for i in range(20)]
+    await settle()
+    assert q.depth == 20
+    for _ in range(3):  # a slot frees every 0.5 s
+        clock.advance(0.5)
+        assert isinstance(held, FakeLease)
+        held.release(None)
+        await settle()
+        held = await bounded(tasks[len(log) - 1])
+    rate = q.drain_rate
+    assert rate == pytest.approx(2.0, rel=0.2)
+    refused = [i for i, t in enumerate(tasks) if t.done() and t.exception() is not None]
+    left = 5.0 - 1.5
+    # The ones still queued are those served within the deadline left; the newest are refused.
+    assert q.depth == len(tasks) - len(log) - len(refused)
+    assert q.depth / rate <= left < (q.depth + 2) / rate
+    assert refused and refused == list(range(20 - len(refused), 20))
+    for i in refused:
+        err = tasks[i].exception()
+        assert isinstance(err, Rejected)
+        assert (err.status, err.reason) == (429, "deadline") and err.should_retry
+        assert "left of its deadline" in err.message
+    assert q.counters.rejected == {"deadline": len(refused)}
+    for t in tasks:
+        t.cancel()
+    await settle()
