@@ -9,7 +9,7 @@ the worst ratio among signals with at least n = min_samples values, r the worst 
                                                   L <- L * b_p                preemptions
     r_n > 1                                       L <- L * max(m, 1/(1+g(r_n-1)))  p90_over_target
     KV usage >= h and backend waiting > w         L <- L * b_kv               kv_saturated
-    backend waiting > w                           L <- min(L-1, running + w)  backend_queueing
+    backend waiting > w in two scrapes running    L <- min(L-1, running + w)  backend_queueing
     r > 1 (on fewer than n values)                hold                        insufficient_samples
     r >= u (between u and 1)                      hold                        steady
     limit not binding (peak < L, none queued)     hold                        not_binding
@@ -69,7 +69,7 @@ import math
 from collections.abc import Mapping
 
 from gateway.limits.base import Params, clamp, decide, is_binding, worst_ratio
-from gateway.types import SLA, Decision, Direction, Observation
+from gateway.types import SLA, BackendSignals, Decision, Direction, Observation
 
 
 class SLALimit:
@@ -109,6 +109,9 @@ class SLALimit:
         self.waiting_tolerance = waiting_tolerance
         self.preemption_tolerance = preemption_tolerance
         self._decreased = False
+        self._scrape_at: float | None = None
+        self._queued_now = False
+        self._queued_before = False
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
@@ -175,6 +178,7 @@ class SLALimit:
         kv = sig.kv_usage if sig is not None else None
         waiting = (sig.waiting if sig is not None else None) or 0.0
         kv_high = kv is not None and kv >= self.kv_high_water
+        queueing = self._queueing(sig, waiting)
         if waiting > self.waiting_tolerance:
             if kv_high:
                 return decide(
@@ -184,14 +188,15 @@ class SLALimit:
                     f"KV usage {kv:.2f} >= {self.kv_high_water:g} with {waiting:g} waiting: "
                     f"{limit} x {self.kv_backoff:g}",
                 )
-            running = sig.running if sig is not None else None
-            target = limit - 1 if running is None else running + self.waiting_tolerance
-            return decide(
-                obs,
-                _lower(limit, target),
-                "backend_queueing",
-                f"backend queues {waiting:g} requests with {running} running",
-            )
+            if queueing:
+                running = sig.running if sig is not None else None
+                target = limit - 1 if running is None else running + self.waiting_tolerance
+                return decide(
+                    obs,
+                    _lower(limit, target),
+                    "backend_queueing",
+                    f"backend queues {waiting:g} requests with {running} running, two scrapes in a row",
+                )
         # An increase also heeds the signals measured on fewer than min_samples requests: on so few,
         # the nearest-rank P90 is the largest value or next to it, the cautious reading.
         signal, ratio = worst_ratio(obs, self.sla)
@@ -224,6 +229,21 @@ class SLALimit:
         return decide(
             obs, limit + step, "headroom", f"binding, {p90_text} < {self.increase_below:g}: +{step}"
         )
+
+    def _queueing(self, sig: BackendSignals | None, waiting: float) -> bool:
+        """Whether vLLM's own queue held more than the tolerance in this scrape and the one before.
+
+        One scrape is not enough: requests the gateway just dispatched (a limit increase hands out
+        several slots at once) wait inside vLLM until its next step admits them, and a scrape taken
+        in those milliseconds would undo every increase. A queue that persists from one scrape to
+        the next is vLLM out of room.
+        """
+        if sig is None:
+            return False
+        if sig.at != self._scrape_at:
+            self._scrape_at = sig.at
+            self._queued_before, self._queued_now = self._queued_now, waiting > self.waiting_tolerance
+        return self._queued_now and self._queued_before
 
     def _headroom_step(self, limit: int, ratio: float) -> int:
         """How far to grow: to where P90 would reach the band's edge if it grew in proportion to

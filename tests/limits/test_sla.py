@@ -140,13 +140,25 @@ def test_kv_high_without_queueing_blocks_increase_only(obs: ObsFactory) -> None:
 
 
 def test_backend_queueing_lowers_to_running(obs: ObsFactory) -> None:
-    # vLLM runs 12 (max_num_seqs) and queues 8 of ours: keep them in our queue instead.
-    s = signals(kv_usage=0.5, waiting=8, running=12)
-    d = algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s))
+    # vLLM runs 12 (max_num_seqs) and queues 8 of ours, scrape after scrape: keep them in our queue.
+    a = algo()
+    first = a.update(
+        obs(limit=20, p90={"ttft": 0.5}, signals=signals(at=98.0, kv_usage=0.5, waiting=8, running=12))
+    )
+    assert first.reason == "headroom"  # one scrape could be requests just sent, not yet admitted
+    s = signals(at=99.0, kv_usage=0.5, waiting=8, running=12)
+    d = a.update(obs(limit=20, p90={"ttft": 0.5}, signals=s))
     assert (d.limit, d.reason) == (13, "backend_queueing")
-    # One request caught waiting between engine steps is tolerated.
-    s1 = signals(kv_usage=0.5, waiting=1, running=12)
-    assert algo().update(obs(limit=20, p90={"ttft": 0.5}, signals=s1)).reason == "headroom"
+    assert d.detail == "backend queues 8 requests with 12 running, two scrapes in a row"
+    # The same scrape seen again by a later tick is not a second scrape.
+    b = algo()
+    for _ in range(2):
+        assert b.update(obs(limit=20, p90={"ttft": 0.5}, signals=s)).reason == "headroom"
+    # One request caught waiting between engine steps is tolerated, however long.
+    c = algo()
+    for at in (97.0, 98.0, 99.0):
+        s1 = signals(at=at, kv_usage=0.5, waiting=1, running=12)
+        assert c.update(obs(limit=20, p90={"ttft": 0.5}, signals=s1)).reason == "headroom"
 
 
 def test_clamped_to_floor_and_ceiling(obs: ObsFactory) -> None:
