@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 from gateway.limits.base import LimitAlgorithm, clamp
 from gateway.types import (
@@ -272,9 +273,7 @@ class Limiter:
 
     # -- control tick -------------------------------------------------------------------------
 
-    def _percentiles(
-        self, live: dict[Signal, list[float]], newest: int | None = None
-    ) -> tuple[dict[Signal, float], dict[Signal, float], dict[Signal, int]]:
+    def _percentiles(self, live: dict[Signal, list[float]], newest: int | None = None) -> _Percentiles:
         """P90 and P50 per signal over the current epoch, and how many values stand behind each.
 
         `live` holds values from this epoch's streams still in flight (see `_live`), added to the
@@ -287,6 +286,7 @@ class Limiter:
         p90: dict[Signal, float] = {}
         p50: dict[Signal, float] = {}
         counts: dict[Signal, int] = {}
+        measured: dict[Signal, list[float]] = {}
         for signal in SIGNALS:
             values = self._window.values(signal, newest)
             extra = live.get(signal)
@@ -296,6 +296,7 @@ class Limiter:
                 p90[signal] = _rank(values, 0.9)
                 p50[signal] = _rank(values, 0.5)
                 counts[signal] = len(values)
+                measured[signal] = values
         sig = self._signals
         if sig is not None and sig.at >= self._last_change_at:
             for signal in SIGNALS:
@@ -303,7 +304,7 @@ class Limiter:
                 if signal not in p90 and backend is not None:
                     p90[signal] = backend
                     counts[signal] = self._min_samples
-        return p90, p50, counts
+        return _Percentiles(p90, p50, counts, measured)
 
     def _live(self) -> dict[Signal, list[float]]:
         """What this epoch's streams in flight already tell, before they finish.
@@ -341,14 +342,14 @@ class Limiter:
         return live
 
     def p90(self) -> dict[Signal, float]:
-        return self._percentiles(self._live())[0]
+        return self._percentiles(self._live()).p90
 
     def tick(self, queued: int) -> Decision:
         """Run the algorithm once and apply its limit. Called by the control loop."""
         now = self._clock()
         self._refresh_ceiling()
         live = self._live()
-        p90, p50, counts = self._percentiles(live, self._control_samples)
+        p90, p50, counts, values = self._percentiles(live, self._control_samples)
         per_token = self._window.per_token_values(self._control_samples)
         obs = Observation(
             now=now,
@@ -370,6 +371,7 @@ class Limiter:
             p50_e2e_per_token=nearest_rank(per_token, 0.5),
             completed=self._completed,
             counts=counts,
+            values=values,
         )
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)
@@ -393,7 +395,7 @@ class Limiter:
 
     def state(self) -> dict[str, object]:
         """A JSON-ready account of this backend's limiter for /admin/state."""
-        p90, p50, _ = self._percentiles(self._live())
+        p90, p50, _, _ = self._percentiles(self._live())
         sig = self._signals
         d = self._last_decision
         return {
@@ -418,6 +420,13 @@ class Limiter:
             if d is None
             else {"direction": d.direction.value, "reason": d.reason, "detail": d.detail},
         }
+
+
+class _Percentiles(NamedTuple):
+    p90: dict[Signal, float]
+    p50: dict[Signal, float]
+    counts: dict[Signal, int]
+    values: dict[Signal, list[float]]
 
 
 def _direction(old: int, new: int) -> Direction:

@@ -135,6 +135,8 @@ class Observation:
     """Requests this backend finished since the previous tick (any epoch, any outcome)."""
     counts: dict[Signal, int] = field(default_factory=dict)
     """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
+    values: dict[Signal, list[float]] = field(default_factory=dict)
+    """The values behind each P90, sorted (none for a P90 read from the backend's histogram)."""
 
 
 class Direction(StrEnum):

@@ -11,7 +11,7 @@ This module also holds what the algorithms share: clamping, turning a wanted lim
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -70,6 +70,24 @@ def worst_ratio(obs: Observation, sla: SLA, min_count: int = 0) -> tuple[Signal 
         if worst is None or r > ratio:
             worst, ratio = signal, r
     return worst, ratio
+
+
+def quantile_exceeds(values: Sequence[float], target: float, q: float, alpha: float) -> bool:
+    """Whether `values` show, at significance `alpha`, that their q-quantile is above `target`.
+
+    If the q-quantile were at the target, each value would exceed it with probability 1 - q, so
+    the number of values over the target would be Binomial(n, 1 - q). Too many for that (the
+    chance of at least as many is at most `alpha`) means the quantile is above. With q = 0.9 and
+    alpha = 0.01: 3 of 3, 3 of 5, 4 of 8, 5 of 12, 7 of 20. One stalled request among a few is not
+    enough; most of a few values over the target is.
+    """
+    n = len(values)
+    over = sum(1 for v in values if v > target)
+    if over == 0:
+        return False
+    p = round(1.0 - q, 12)
+    tail = sum(math.comb(n, k) * p**k * (1.0 - p) ** (n - k) for k in range(over, n + 1))
+    return tail <= alpha
 
 
 def is_binding(obs: Observation) -> bool:

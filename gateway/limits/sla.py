@@ -68,8 +68,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from gateway.limits.base import Params, clamp, decide, is_binding, worst_ratio
-from gateway.types import SLA, BackendSignals, Decision, Direction, Observation
+from gateway.limits.base import Params, clamp, decide, is_binding, quantile_exceeds, worst_ratio
+from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Signal
 
 
 class SLALimit:
@@ -91,6 +91,7 @@ class SLALimit:
         kv_backoff: float = 0.9,
         waiting_tolerance: float = 1.0,
         preemption_tolerance: float = 0.1,
+        evidence_alpha: float = 0.01,
     ) -> None:
         if not 0.0 <= slow_start_below <= increase_below <= 1.0:
             raise ValueError(
@@ -108,6 +109,7 @@ class SLALimit:
         self.kv_backoff = kv_backoff
         self.waiting_tolerance = waiting_tolerance
         self.preemption_tolerance = preemption_tolerance
+        self.evidence_alpha = evidence_alpha
         self._decreased = False
         self._scrape_at: float | None = None
         self._queued_now = False
@@ -129,6 +131,7 @@ class SLALimit:
             kv_backoff=p.number("kv_backoff", 0.9, low=0.0, high=0.99, low_open=True),
             waiting_tolerance=p.number("waiting_tolerance", 1.0, low=0.0),
             preemption_tolerance=p.number("preemption_tolerance", 0.1, low=0.0),
+            evidence_alpha=p.number("evidence_alpha", 0.01, low=0.0, high=1.0),
         )
         p.finish()
         return algo
@@ -144,7 +147,8 @@ class SLALimit:
 
     def _decide(self, obs: Observation) -> Decision:
         limit = obs.limit
-        if obs.sample_count < obs.min_samples:
+        over, over_ratio = self._over_target(obs)
+        if obs.sample_count < obs.min_samples and over is None:
             pending = (
                 f"; {obs.preemptions_delta:g} preemptions wait for evidence"
                 if obs.preemptions_delta > 0
@@ -164,15 +168,14 @@ class SLALimit:
                 f"{obs.preemptions_delta:g} preemptions since last tick: "
                 f"{limit} x {self.preemption_backoff:g}",
             )
-        signal, ratio = worst_ratio(obs, self.sla, min_count=obs.min_samples)
-        if signal is not None and ratio > 1.0:
-            factor = max(1.0 - self.max_decrease, 1.0 / (1.0 + self.decrease_gain * (ratio - 1.0)))
+        if over is not None:
+            factor = max(1.0 - self.max_decrease, 1.0 / (1.0 + self.decrease_gain * (over_ratio - 1.0)))
             return decide(
                 obs,
                 _lower(limit, limit * factor),
                 "p90_over_target",
-                f"{signal} P90 {obs.p90[signal]:.3f}s is {ratio:.2f}x its target "
-                f"{self.sla.targets()[signal]:g}s: {limit} x {factor:.2f}",
+                f"{over} P90 {obs.p90[over]:.3f}s is {over_ratio:.2f}x its target "
+                f"{self.sla.targets()[over]:g}s on {obs.counts.get(over, 0)} values: {limit} x {factor:.2f}",
             )
         sig = obs.signals
         kv = sig.kv_usage if sig is not None else None
@@ -229,6 +232,24 @@ class SLALimit:
         return decide(
             obs, limit + step, "headroom", f"binding, {p90_text} < {self.increase_below:g}: +{step}"
         )
+
+    def _over_target(self, obs: Observation) -> tuple[Signal | None, float]:
+        """The signal furthest over its target among those with the evidence to cut on.
+
+        Evidence: `min_samples` values behind the P90, or fewer values of which so many exceed the
+        target that a P90 at the target would rarely produce them (`quantile_exceeds`).
+        """
+        worst: Signal | None = None
+        ratio = 1.0
+        for signal, target in self.sla.targets().items():
+            p90 = obs.p90.get(signal)
+            if p90 is None or target <= 0 or p90 / target <= ratio:
+                continue
+            if obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
+                obs.values.get(signal, ()), target, 0.9, self.evidence_alpha
+            ):
+                worst, ratio = signal, p90 / target
+        return worst, ratio
 
     def _queueing(self, sig: BackendSignals | None, waiting: float) -> bool:
         """Whether vLLM's own queue held more than the tolerance in this scrape and the one before.

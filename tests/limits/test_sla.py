@@ -6,6 +6,7 @@ import pytest
 from limits_helpers import ObsFactory, signals
 
 from gateway.limits import SLALimit, create
+from gateway.limits.base import quantile_exceeds
 from gateway.types import SLA, Direction
 
 TTFT = SLA(ttft_p90=1.0)
@@ -220,3 +221,29 @@ def test_a_decrease_needs_min_samples_of_its_own_signal(obs: ObsFactory) -> None
     enough = obs(limit=20, p90={"ttft": 0.5, "tpot": 0.06}, counts={"ttft": 50, "tpot": 20}, min_samples=20)
     d = a.update(enough)
     assert (d.limit, d.reason) == (10, "p90_over_target") and d.detail.startswith("tpot")
+
+
+def test_a_few_values_mostly_over_target_are_enough_to_cut(obs: ObsFactory) -> None:
+    """Below min_samples, a cut needs so many values over the target that a P90 at the target
+    would rarely give them: 3 of 5 yes, 1 of 5 (one stalled request) no."""
+    a = SLALimit(SLA(tpot_p90=0.03))
+    few = {"tpot": [0.02, 0.025, 0.05, 0.05, 0.06]}
+    d = a.update(
+        obs(limit=20, p90={"tpot": 0.06}, values=few, counts={"tpot": 5}, sample_count=5, min_samples=20)
+    )
+    assert (d.limit, d.reason) == (10, "p90_over_target")
+    assert d.detail == "tpot P90 0.060s is 2.00x its target 0.03s on 5 values: 20 x 0.50"
+    one = {"tpot": [0.02, 0.02, 0.025, 0.025, 0.5]}
+    d = a.update(
+        obs(limit=20, p90={"tpot": 0.5}, values=one, counts={"tpot": 5}, sample_count=5, min_samples=20)
+    )
+    assert (d.direction, d.reason) == (Direction.HOLD, "insufficient_samples")
+
+
+@pytest.mark.parametrize(("n", "needed"), [(3, 3), (5, 3), (8, 4), (12, 5), (20, 7)])
+def test_quantile_evidence_thresholds(n: int, needed: int) -> None:
+    def values(over: int) -> list[float]:
+        return [0.0] * (n - over) + [2.0] * over
+
+    assert quantile_exceeds(values(needed), 1.0, 0.9, 0.01)
+    assert not quantile_exceeds(values(needed - 1), 1.0, 0.9, 0.01)
