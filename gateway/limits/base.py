@@ -54,17 +54,16 @@ def decide(obs: Observation, wanted: float, reason: str, detail: str) -> Decisio
     return Decision(limit=new, direction=direction, reason=reason, detail=detail)
 
 
-def worst_ratio(obs: Observation, sla: SLA, min_count: int = 0) -> tuple[Signal | None, float]:
+def worst_ratio(obs: Observation, sla: SLA) -> tuple[Signal | None, float]:
     """The SLA signal whose window P90 is furthest over (or least under) its target.
 
-    Signals without a target, without a measured P90, or with fewer than `min_count` values behind
-    their P90 are ignored; with none left the ratio is 0.
+    Signals without a target or without a measured P90 are ignored; with none left the ratio is 0.
     """
     worst: Signal | None = None
     ratio = 0.0
     for signal, target in sla.targets().items():
         p90 = obs.p90.get(signal)
-        if p90 is None or target <= 0 or obs.counts.get(signal, 0) < min_count:
+        if p90 is None or target <= 0:
             continue
         r = p90 / target
         if worst is None or r > ratio:
