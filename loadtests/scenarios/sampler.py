@@ -20,12 +20,7 @@ from typing import Any
 
 import aiohttp
 
-VLLM_GAUGES = {
-    "vllm:kv_cache_usage_perc": "kv_usage",
-    "vllm:num_requests_running": "running",
-    "vllm:num_requests_waiting": "waiting",
-    "vllm:num_preemptions_total": "preemptions",
-}
+from gateway.vllm_metrics import VllmScrape, parse_vllm_metrics
 
 
 @dataclass(slots=True)
@@ -52,23 +47,6 @@ class Tick:
     rss_mb: float | None = None
     lag_s: float = 0.0
     """How late the sampler woke for this tick: the load generator's own event-loop delay."""
-
-
-def parse_vllm_metrics(text: str) -> dict[str, float]:
-    """Sum of each watched metric over its label sets (one engine per server)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        key = VLLM_GAUGES.get(name)
-        if key is None:
-            continue
-        try:
-            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-        except (ValueError, IndexError):
-            continue
-    return out
 
 
 def read_memory_mb(pid: int) -> tuple[float, float] | None:
@@ -139,13 +117,13 @@ class Sampler:
         texts = await asyncio.gather(*(self._get(session, f"{u}/metrics") for u in self.backend_urls))
         backends = []
         for text in texts:
-            values = parse_vllm_metrics(text) if text else {}
+            scrape = parse_vllm_metrics(text) if text else VllmScrape()
             backends.append(
                 BackendTick(
-                    kv_usage=values.get("kv_usage"),
-                    running=values.get("running"),
-                    waiting=values.get("waiting"),
-                    preemptions=values.get("preemptions"),
+                    kv_usage=scrape.kv_usage,
+                    running=scrape.running,
+                    waiting=scrape.waiting,
+                    preemptions=scrape.preemptions_total,
                 )
             )
         tick = Tick(at=at, backends=backends)
