@@ -15,20 +15,22 @@ sending). While the load runs, the engine's own `/metrics` are sampled (waiting,
 KV usage, preemptions) and its TTFT and inter-token histograms are differenced over the
 steady window (from the end of the warm-up until every request has ended).
 
-Needs aiohttp (installed in the project's environment).
+Needs aiohttp and the gateway package (the project's environment).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 import re
 import time
 from dataclasses import dataclass
 
 import aiohttp
+
+from gateway.histogram import window_quantile
+from gateway.window import nearest_rank
 
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 LE_RE = re.compile(r'le="([^"]+)"')
@@ -141,12 +143,9 @@ class RunResult:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile; NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[rank - 1]
+    """Nearest-rank percentile (the gateway's definition); NaN for no values."""
+    value = nearest_rank(sorted(values), q)
+    return float("nan") if value is None else value
 
 
 def parse_metrics(text: str) -> dict[str, list[tuple[str, float]]]:
@@ -175,23 +174,10 @@ def histogram_buckets(metrics: dict[str, list[tuple[str, float]]], name: str) ->
 
 
 def histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
-    """Quantile of the observations added between two scrapes, interpolated in the bucket
-    (as Prometheus' histogram_quantile does)."""
-    bounds = sorted(after)
-    counts = [after[b] - before.get(b, 0.0) for b in bounds]
-    if not counts or counts[-1] <= 0:
-        return float("nan")
-    target = q * counts[-1]
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in zip(bounds, counts, strict=True):
-        if count >= target:
-            if math.isinf(bound):
-                return lower_bound
-            span = count - lower_count
-            fraction = (target - lower_count) / span if span > 0 else 1.0
-            return lower_bound + (bound - lower_bound) * fraction
-        lower_bound, lower_count = bound, count
-    return float("nan")
+    """Quantile of the observations added between two scrapes, interpolated in the bucket as
+    Prometheus' histogram_quantile does (the gateway's own implementation); NaN when none."""
+    value = window_quantile(q, before, after)
+    return float("nan") if value is None else value
 
 
 def prompt(rng: random.Random, tokens: int) -> str:

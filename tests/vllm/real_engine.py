@@ -10,6 +10,8 @@ from types import ModuleType
 
 import httpx
 
+from gateway.vllm_metrics import parse_vllm_metrics
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "vllm_cpu"
 
@@ -49,17 +51,11 @@ def engine_metrics(base_url: str) -> dict[str, list[tuple[str, float]]]:
 
 
 def kv_tokens_from_cache_config(base_url: str) -> int:
-    """KV capacity from the labels of vllm:cache_config_info."""
-    text = httpx.get(base_url + "/metrics", timeout=10).text
-    for line in text.splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            labels = dict(
-                part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(",")
-            )
-            blocks = int(labels["num_gpu_blocks"].strip('"'))
-            block_size = int(labels["block_size"].strip('"'))
-            return blocks * block_size
-    raise AssertionError("the engine exports no vllm:cache_config_info")
+    """KV capacity from the labels of vllm:cache_config_info, read as the gateway reads it."""
+    capacity = parse_vllm_metrics(httpx.get(base_url + "/metrics", timeout=10).text).kv_capacity_tokens
+    if capacity is None:
+        raise AssertionError("the engine exports no vllm:cache_config_info")
+    return capacity
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
