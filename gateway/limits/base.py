@@ -11,7 +11,7 @@ This module also holds what the algorithms share: clamping, turning a wanted lim
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -54,16 +54,19 @@ def decide(obs: Observation, wanted: float, reason: str, detail: str) -> Decisio
     return Decision(limit=new, direction=direction, reason=reason, detail=detail)
 
 
-def worst_ratio(obs: Observation, sla: SLA) -> tuple[Signal | None, float]:
+def worst_ratio(
+    obs: Observation, sla: SLA, admit: Callable[[Signal, float], bool] | None = None
+) -> tuple[Signal | None, float]:
     """The SLA signal whose window P90 is furthest over (or least under) its target.
 
-    Signals without a target or without a measured P90 are ignored; with none left the ratio is 0.
+    Signals without a target, without a measured P90, or that `admit(signal, target)` refuses are
+    ignored; with none left the ratio is 0.
     """
     worst: Signal | None = None
     ratio = 0.0
     for signal, target in sla.targets().items():
         p90 = obs.p90.get(signal)
-        if p90 is None or target <= 0:
+        if p90 is None or target <= 0 or (admit is not None and not admit(signal, target)):
             continue
         r = p90 / target
         if worst is None or r > ratio:

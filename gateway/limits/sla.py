@@ -250,17 +250,14 @@ class SLALimit:
         Evidence: `min_samples` values behind the P90, or fewer values of which so many exceed the
         target that a P90 at the target would rarely produce them (`quantile_exceeds`).
         """
-        worst: Signal | None = None
-        ratio = 1.0
-        for signal, target in self.sla.targets().items():
-            p90 = obs.p90.get(signal)
-            if p90 is None or target <= 0 or p90 / target <= ratio:
-                continue
-            if obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
+
+        def evident(signal: Signal, target: float) -> bool:
+            return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
                 obs.values.get(signal, ()), target, 0.9, self.evidence_alpha
-            ):
-                worst, ratio = signal, p90 / target
-        return worst, ratio
+            )
+
+        signal, ratio = worst_ratio(obs, self.sla, admit=evident)
+        return (signal, ratio) if ratio > 1.0 else (None, ratio)
 
     def _queueing(self, sig: BackendSignals | None, waiting: float) -> bool:
         """Whether vLLM's own queue held more than the tolerance in this scrape and the one before.
