@@ -26,7 +26,6 @@ throughput, more in the tails.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -40,6 +39,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.procs import free_port, spawn_gateway, spawn_sim  # noqa: E402
+from tests.vllm.real_engine import load_script  # noqa: E402
 
 COLUMNS = (
     ("clients", "N", "{:>3}"),
@@ -63,17 +63,6 @@ LIMIT_COLUMNS = (
     ("peak_waiting", "waitMax", "{:>7.0f}"),
     ("failures", "failed", "{:>7}"),
 )
-
-
-def load_script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        f"vllm_cpu_{name}", ROOT / "scripts" / "vllm_cpu" / f"{name}.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextmanager
