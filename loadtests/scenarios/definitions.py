@@ -88,8 +88,19 @@ class Scenario:
     events: tuple[Event, ...] = ()
     tenants: tuple[dict[str, object], ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    drain: float = 5.0
+    drain: float | None = None
+    """Seconds to wait for open requests once the load stops (None: `drain_seconds`'s default)."""
     request_timeout: float = 30.0
+
+    @property
+    def drain_seconds(self) -> float:
+        """The drain time: by default the longest a request that meets the SLA can take (first
+        token at the TTFT limit, then the longest output at the TPOT limit) and a second more, so
+        that no request that could still meet the SLA is cut off and counted unfinished."""
+        if self.drain is not None:
+            return self.drain
+        longest = max(s.workload.output.upper for s in self.streams)
+        return SLA_TTFT + SLA_TPOT * longest + 1.0
 
     def scaled(self, factor: float) -> Scenario:
         """The same scenario with every time shortened by `factor` (for --quick)."""

@@ -69,7 +69,7 @@ async def _drive(scenario: Scenario, gen: LoadGen) -> None:
     await asyncio.gather(*loops)
     # A burst is waited for up to the scenario's duration; other loads get the drain time.
     remaining = scenario.duration - gen.now() if not loops else 0.0
-    await gen.drain(max(0.0, remaining) + scenario.drain)
+    await gen.drain(max(0.0, remaining) + scenario.drain_seconds)
 
 
 async def _wait_idle(url: str, limit_s: float) -> tuple[float | None, dict[str, Any] | None]:

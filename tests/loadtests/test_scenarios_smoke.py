@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loadtests.scenarios.analysis import summarize
-from loadtests.scenarios.definitions import CAPACITY_RPS, STANDARD, Scenario, Stream
+from loadtests.scenarios.definitions import CAPACITY_RPS, SLA_TPOT, SLA_TTFT, STANDARD, Scenario, Stream
 from loadtests.scenarios.plots import plot_run
 from loadtests.scenarios.report import check_targets, table
 from loadtests.scenarios.runner import run
@@ -72,3 +72,10 @@ def test_scaled_scenario_shortens_every_time() -> None:
     half = scenario.scaled(0.5)
     assert half.duration == 20.0 and half.phases == ((0.0, "a"), (10.0, "b"))
     assert dataclasses.replace(half, duration=40.0).phases[1][0] == 10.0
+
+
+def test_default_drain_lets_the_slowest_request_within_the_sla_finish() -> None:
+    # 2 s to the first token, then 256 tokens (the standard output's cap) at 30 ms, and a second.
+    scenario = Scenario("x", "x", 10.0, (Stream(STANDARD),))
+    assert scenario.drain_seconds == pytest.approx(SLA_TTFT + 256 * SLA_TPOT + 1.0)
+    assert dataclasses.replace(scenario, drain=0.0).drain_seconds == 0.0
