@@ -8,7 +8,9 @@ exponential back-off (0.5 s doubling, at most 8 s, with jitter). Latencies are m
 user's first attempt, so the time spent being shed and retrying counts against the SLA.
 
 Every loop is bounded: by its duration, by `max_requests`, by a per-request timeout, and at the end
-by a drain time after which whatever is still open is cancelled (recorded as `unfinished`).
+by a drain time after which whatever is still open is cancelled (recorded as `unfinished`). The
+timeout is the user's whole budget: a request with no answer within it is a `timeout` error, while a
+shed request told to retry after its budget ends gives up at once and stays `shed`.
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class LoadGen:
     async def _request(self, workload: Workload, record: Record) -> None:
         body, headers = self._body(workload), self._headers(workload)
         start = self.clock()
+        deadline = start + self.request_timeout
         try:
             async with asyncio.timeout(self.request_timeout):
                 for attempt in range(self.retry.max_retries + 1):
@@ -215,6 +218,8 @@ class LoadGen:
                     wait = await self._attempt(body, headers, start, record)
                     if wait is None or attempt == self.retry.max_retries:
                         return
+                    if self.clock() + wait >= deadline:
+                        return  # told to come back after the client's own deadline: it gives up
                     await asyncio.sleep(wait)
         except TimeoutError:
             record.outcome, record.error = "timeout", f"no answer within {self.request_timeout} s"

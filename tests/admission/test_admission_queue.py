@@ -237,64 +237,58 @@ async def test_a_flooding_tenant_is_pushed_out_for_a_light_one() -> None:
     assert not any(t.done() for t in light)
 
 
+class OneSlot:
+    """Tenants' clients against a queue whose one slot frees once per 0.1 s step."""
+
+    def __init__(self, q: AdmissionQueue, clock: FakeClock) -> None:
+        self.q, self.clock = q, clock
+        self.served: Counter[str] = Counter()
+        self.shed: Counter[str] = Counter()
+        self.tasks: list[asyncio.Task[None]] = []
+        self._held: list[Lease] = []
+
+    async def _client(self, tenant: str) -> None:
+        try:
+            self._held.append(await self.q.admit(Ticket(tenant)))
+            self.served[tenant] += 1
+        except Rejected:
+            self.shed[tenant] += 1
+
+    async def step(self, tenants: list[str]) -> None:
+        """Send one request per name in `tenants`, then let 0.1 s pass and the slot free."""
+        self.tasks += [asyncio.create_task(self._client(t)) for t in tenants]
+        await settle()
+        self.clock.advance(0.1)
+        if self._held:
+            self._held.pop(0).release(None)
+        await settle()
+
+
 async def test_under_a_flood_the_light_tenant_is_served_at_its_share() -> None:
     """Closed loop: one slot frees per step; flood sends 4 per step, light 1 every 3 steps."""
     q, pool, clock = make(capacity=1, max_depth=8)
-    served: Counter[str] = Counter()
-    shed: Counter[str] = Counter()
-    held: list[Lease] = []
-
-    async def client(tenant: str) -> None:
-        try:
-            held.append(await q.admit(Ticket(tenant)))
-            served[tenant] += 1
-        except Rejected:
-            shed[tenant] += 1
-
-    tasks = []
+    loop = OneSlot(q, clock)
     for step in range(300):
-        tasks += [asyncio.create_task(client("flood")) for _ in range(4)]
-        if step % 3 == 0:
-            tasks.append(asyncio.create_task(client("light")))
-        await settle()
-        clock.advance(0.1)
-        if held:
-            held.pop(0).release(None)
-        await settle()
-    dispatched = sum(served.values())
-    assert dispatched == 1 + 300  # one slot, freed 300 times: never idle while requests waited
+        await loop.step(["flood"] * 4 + (["light"] if step % 3 == 0 else []))
+    served, shed = loop.served, loop.shed
+    assert sum(served.values()) == 1 + 300  # one slot, freed 300 times: never idle while requests waited
     # light wanted a third of the capacity, under its half: it got all of it; flood the rest.
     assert served["light"] >= 99 and shed["light"] == 0
     assert shed["flood"] > 800
     pool.open(1000)
-    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+    await asyncio.wait_for(asyncio.gather(*loop.tasks), timeout=10)
     assert served["light"] == 100 and shed["light"] == 0
 
 
 async def test_two_heavy_tenants_split_the_capacity_by_weight() -> None:
     q, pool, clock = make(capacity=1, max_depth=12, tenant_weights={"gold": 3.0})
-    served: Counter[str] = Counter()
-    held: list[Lease] = []
-
-    async def client(tenant: str) -> None:
-        try:
-            held.append(await q.admit(Ticket(tenant)))
-            served[tenant] += 1
-        except Rejected:
-            pass
-
-    tasks = []
+    loop = OneSlot(q, clock)
     for _ in range(200):
-        tasks += [asyncio.create_task(client(t)) for t in ("gold", "gold", "iron", "iron")]
-        await settle()
-        clock.advance(0.1)
-        if held:
-            held.pop(0).release(None)
-        await settle()
-    share = served["gold"] / (served["gold"] + served["iron"])
+        await loop.step(["gold", "gold", "iron", "iron"])
+    share = loop.served["gold"] / (loop.served["gold"] + loop.served["iron"])
     assert share == pytest.approx(0.75, abs=0.05)
     pool.open(1000)
-    await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+    await asyncio.wait_for(asyncio.gather(*loop.tasks), timeout=10)
 
 
 async def test_cancelled_while_queued_leaves_at_once() -> None:

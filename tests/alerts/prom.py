@@ -13,6 +13,7 @@ managers; whatever they start is stopped at the end of the test.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -24,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -334,32 +335,32 @@ StartPrometheus = Callable[..., Server]
 StartAlertmanager = Callable[..., Server]
 
 
+@contextmanager
+def _server_factory(
+    tmp_path: Path, name: str, running: Callable[..., AbstractContextManager[Server]]
+) -> Iterator[Callable[..., Server]]:
+    """`start(config, **kwargs)` runs `running(config, workdir, **kwargs)` in a fresh work directory
+    per call; every server started is stopped when the block ends."""
+    with ExitStack() as stack:
+        count = itertools.count(1)
+
+        def start(config: Mapping[str, Any], **kwargs: Any) -> Server:
+            workdir = tmp_path / f"{name}-{next(count)}"
+            return stack.enter_context(running(config, workdir, **kwargs))
+
+        yield start
+
+
 @pytest.fixture
 def prometheus_server(tmp_path: Path) -> Iterator[StartPrometheus]:
     """Factory: `prometheus_server(config, rules=...)` starts a ready Prometheus, stopped after the
     test. Arguments as for `running_prometheus`, without the work directory."""
-    with ExitStack() as stack:
-        count = 0
-
-        def start(config: Mapping[str, Any], **kwargs: Any) -> Server:
-            nonlocal count
-            count += 1
-            workdir = tmp_path / f"prometheus-{count}"
-            return stack.enter_context(running_prometheus(config, workdir, **kwargs))
-
+    with _server_factory(tmp_path, "prometheus", running_prometheus) as start:
         yield start
 
 
 @pytest.fixture
 def alertmanager_server(tmp_path: Path) -> Iterator[StartAlertmanager]:
     """Factory: `alertmanager_server(config)` starts a ready Alertmanager, stopped after the test."""
-    with ExitStack() as stack:
-        count = 0
-
-        def start(config: Mapping[str, Any], **kwargs: Any) -> Server:
-            nonlocal count
-            count += 1
-            workdir = tmp_path / f"alertmanager-{count}"
-            return stack.enter_context(running_alertmanager(config, workdir, **kwargs))
-
+    with _server_factory(tmp_path, "alertmanager", running_alertmanager) as start:
         yield start
