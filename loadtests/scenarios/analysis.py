@@ -169,12 +169,15 @@ def summarize(data: RunData) -> dict[str, Any]:
     out["converged_p90_tpot"] = p90(r.tpot for r in converged)
     tenants = sorted({r.tenant for r in recs})
     if len(tenants) > 1:
+        # Shares count what was admitted while the load ran: in the drain after it, only retries
+        # are left, and the tenant with the most of them may take what no one else asks for.
+        during = [r for r in served if admitted_at(r) < duration]
         out["tenants"] = {
             name: {
                 "requests": sum(1 for r in recs if r.tenant == name),
                 "served": sum(1 for r in served if r.tenant == name),
                 "met": sum(1 for r in met if r.tenant == name),
-                "served_share": (sum(1 for r in served if r.tenant == name) / len(served) if served else 0.0),
+                "served_share": (sum(1 for r in during if r.tenant == name) / len(during) if during else 0.0),
             }
             for name in tenants
         }

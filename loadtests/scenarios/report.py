@@ -193,7 +193,7 @@ def _check_run(name: str, rows: Sequence[dict[str, Any]]) -> list[tuple[str, boo
                 (
                     f"{name} [{mode}] flooding tenant held to its share (50%)",
                     share <= 0.5 * FAIR_TOLERANCE,
-                    f"flood got {100 * share:.0f}% of served requests "
+                    f"flood got {100 * share:.0f}% of requests served while the load ran "
                     f"(interactive: {r['tenants'].get('interactive', {}).get('served', 0)} served, "
                     f"{r['tenants'].get('interactive', {}).get('requests', 0)} asked)",
                 )
