@@ -80,7 +80,8 @@ KV pressure binds (loadtests/bench_algorithms.py, virtual time, 48 clients, t = 
 With mixed short and long requests (scenario (e) of docs/benchmarks.md), t_p = 0.1 cut 15% on one
 or two preemptions in a tick of a few finished requests, and goodput was on average 5% higher with
 0.3 (five seeds, same session). Counting the rate over more requests than one tick's (since the
-last change, at least min_samples) did not help there: 95% of fixed-16 against 97.5%.
+last change, at least min_samples) did not help there: a mean 95.4% of fixed-16 over six seeds,
+against 97.5% per tick.
 Sources: DESIGN.md section 3; Envoy adaptive_concurrency filter docs; Netflix concurrency-limits.
 """
 
