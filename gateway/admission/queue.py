@@ -359,14 +359,14 @@ class AdmissionQueue:
         if not self._fair.depth or not heap:
             return False
         rate = self._drain.rate(now)
-        if rate is None or rate <= 0 or self._fair.depth / rate <= heap[0][0] - now:
+        if rate is None or rate <= 0 or self._time_for(self._fair.depth, rate) <= heap[0][0] - now:
             return False
         trimmed = False
         for tenant in list(self._fair.tenant_depths()):
             while (entry := self._fair.newest(tenant)) is not None:
                 waiter = entry.item
                 ahead = self._fair.ahead_of_new(tenant, entry.priority)
-                wait, left = ahead / rate, waiter.deadline - now
+                wait, left = self._time_for(ahead, rate), waiter.deadline - now
                 if wait <= left:
                     break
                 self._remove(waiter)
@@ -377,7 +377,7 @@ class AdmissionQueue:
                             "deadline",
                             wait,
                             f"expected queue wait {wait:.1f}s ({ahead - 1:.0f} requests ahead at "
-                            f"{rate:.2f} requests/s) exceeds the {left:.1f}s left of its deadline",
+                            f"{self._rate_text(now)}) exceeds the {left:.1f}s left of its deadline",
                         )
                     )
         return trimmed
