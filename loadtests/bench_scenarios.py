@@ -27,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from loadtests.doc_tables import write_block  # noqa: E402
 from loadtests.scenarios.analysis import summarize  # noqa: E402
 from loadtests.scenarios.definitions import FIXED_SWEEP, modes, scenarios  # noqa: E402
 from loadtests.scenarios.plots import plot_run  # noqa: E402
@@ -35,6 +36,7 @@ from loadtests.scenarios.report import (  # noqa: E402
     phase_table,
     single_fixed_check,
     spread_table,
+    summary_table,
     table,
 )
 from loadtests.scenarios.runner import RunData, run  # noqa: E402
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         help="runs per scenario (seeds SEED..SEED+N-1); report the spread",
     )
     parser.add_argument("--report-only", action="store_true", help="rebuild report.md from OUT/summary.json")
+    parser.add_argument("--docs", type=Path, help="also write the summary table into this document's block")
     args = parser.parse_args(argv)
 
     known = scenarios()
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report_only:
         saved = json.loads((args.out / "summary.json").read_text())
-        return 0 if all(ok for _, ok, _ in write_report(saved, args.out, "saved")) else 1
+        return 0 if all(ok for _, ok, _ in write_report(saved, args.out, "saved", args.docs)) else 1
 
     by_scenario: dict[str, list[dict[str, Any]]] = {}
     started = time.perf_counter()
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     write_decisions(data, stem.with_name(stem.name + "-decisions.tsv"))
         (args.out / "summary.json").write_text(json.dumps(by_scenario, indent=1, default=str))
 
-    results = write_report(by_scenario, args.out, "quick" if args.quick else "full")
+    results = write_report(by_scenario, args.out, "quick" if args.quick else "full", args.docs)
     print(f"\ntotal {time.perf_counter() - started:.0f} s; results in {args.out}")
     return 0 if all(ok for _, ok, _ in results) else 1
 
@@ -130,10 +133,14 @@ def write_decisions(data: RunData, path: Path) -> None:
 
 
 def write_report(
-    by_scenario: dict[str, list[dict[str, Any]]], out: Path, label: str
+    by_scenario: dict[str, list[dict[str, Any]]], out: Path, label: str, docs: Path | None = None
 ) -> list[tuple[str, bool, str]]:
-    """Print and save `report.md`: a table per scenario, per-phase numbers, targets PASS/FAIL."""
+    """Print and save `report.md`: a table per scenario, per-phase numbers, targets PASS/FAIL;
+    with DOCS, the summary table goes into that document's `bench-scenarios` block too."""
     known = scenarios()
+    if docs is not None:
+        titles = {name: known[name].title if name in known else name for name in by_scenario}
+        write_block(docs, "bench-scenarios", summary_table(by_scenario, titles))
     report = [f"# Scenario results ({label})", ""]
     for name, rows in by_scenario.items():
         report += [f"## {(known[name].title if name in known else name)}", "", table(rows), ""]

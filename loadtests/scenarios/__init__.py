@@ -1,4 +1,5 @@
 """Scenario benchmark of the gateway: load generator, scenarios, runner, analysis and report.
 
-Entry point: `loadtests/bench_scenarios.py` (`make bench-scenarios`); results in `docs/benchmarks.md`.
+Entry point: `python -m loadtests.bench_scenarios` (`make bench-scenarios`); current results in
+`docs/benchmarks.md`.
 """

@@ -103,6 +103,45 @@ def spread_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _median_range(values: Sequence[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return _f(values[0], 1)
+    return f"{_f(median(values), 1)} ({_f(min(values), 1)}-{_f(max(values), 1)})"
+
+
+def summary_table(by_scenario: dict[str, list[dict[str, Any]]], titles: dict[str, str]) -> str:
+    """One row per scenario: each mode's goodput (median and range over the repetitions), each
+    adaptive mode against the best fixed limit of the same repetition, and how many repetitions
+    passed each of the other targets (docs/benchmarks.md)."""
+    modes = list(dict.fromkeys(r["mode"] for rows in by_scenario.values() for r in rows))
+    adaptive = [m for m in modes if m in ADAPTIVE]
+    head = ["scenario", *(f"{m} goodput r/s" for m in modes)]
+    head += [f"{m} / best fixed, each run" for m in adaptive] + ["other targets, runs passed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, rows in by_scenario.items():
+        cells = [titles.get(name, name)]
+        cells += [_median_range([r["goodput_rps"] for r in rows if r["mode"] == m]) for m in modes]
+        groups = _by_run(rows)
+        for mode in adaptive:
+            ratios = []
+            for group in groups:
+                best = max((r["goodput_rps"] for r in _fixed(group)), default=0.0)
+                mine = next((r["goodput_rps"] for r in group if r["mode"] == mode), None)
+                if mine is not None and best > 0:
+                    ratios.append(_f(mine / best, pct=True))
+            cells.append(", ".join(ratios) or "-")
+        passed: dict[str, list[bool]] = {}
+        for group in groups:
+            for what, ok, _ in _check_run(name, group):
+                if "goodput" not in what:
+                    passed.setdefault(what.removeprefix(f"{name} "), []).append(ok)
+        cells.append("; ".join(f"{what} {sum(oks)}/{len(oks)}" for what, oks in passed.items()) or "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["mode"].startswith("fixed-")]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadtests.scenarios.report import check_targets, single_fixed_check, spread_table, table
+from loadtests.scenarios.report import check_targets, single_fixed_check, spread_table, summary_table, table
 
 
 def row(mode: str, goodput: float, run: int, runs: int, tpot: float = 0.025) -> dict[str, Any]:
@@ -70,3 +70,12 @@ def test_single_fixed_limits_are_judged_per_run() -> None:
         "fixed-8: >= 95% of the best fixed in 2/3 scenario runs (worst 90%)",
         "fixed-16: >= 95% of the best fixed in 3/3 scenario runs (worst 100%)",
     ]
+
+
+def test_the_summary_row_gives_each_mode_and_each_run_against_the_best_fixed() -> None:
+    text = summary_table({"x": three_runs()}, {"x": "(x) a scenario"})
+    header, _, line = text.splitlines()
+    assert header.startswith("| scenario | fixed-16 goodput r/s | sla goodput r/s | sla / best fixed")
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[:4] == ["(x) a scenario", "10.0 (8.0-10.0)", "9.0 (7.9-9.8)", "98%, 99%, 90%"]
+    assert cells[4] == "[sla] admitted P90 within SLA+10% once converged 2/3"
