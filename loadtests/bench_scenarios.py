@@ -6,12 +6,12 @@ table per scenario, the project's targets as PASS/FAIL with their numbers, and w
 `results/scenarios/summary.json`, `results/scenarios/report.md` and a PNG per gateway run,
 and for adaptive runs the controller's decisions (`NAME-MODE-decisions.tsv`).
 
-    .venv/bin/python loadtests/bench_scenarios.py                     # everything (~25 min)
-    .venv/bin/python loadtests/bench_scenarios.py --quick             # shorter runs, smaller sweep
-    .venv/bin/python loadtests/bench_scenarios.py --scenario b-halve --modes sla fixed-16
-    .venv/bin/python loadtests/bench_scenarios.py --algorithms sla aimd gradient
-    .venv/bin/python loadtests/bench_scenarios.py --repeat 3 --modes fixed-16 sla   # with the spread
-    .venv/bin/python loadtests/bench_scenarios.py --scenario a-overload --modes sla \\
+    .venv/bin/python -m loadtests.bench_scenarios                     # everything (~25 min)
+    .venv/bin/python -m loadtests.bench_scenarios --quick             # shorter runs, smaller sweep
+    .venv/bin/python -m loadtests.bench_scenarios --scenario b-halve --modes sla fixed-16
+    .venv/bin/python -m loadtests.bench_scenarios --algorithms sla aimd gradient
+    .venv/bin/python -m loadtests.bench_scenarios --repeat 3 --modes fixed-16 sla   # with the spread
+    .venv/bin/python -m loadtests.bench_scenarios --scenario a-overload --modes sla \\
         --params '{"increase_below": 0.8}'
 """
 
@@ -24,14 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from loadtests.doc_tables import write_block  # noqa: E402
-from loadtests.scenarios.analysis import summarize  # noqa: E402
-from loadtests.scenarios.definitions import FIXED_SWEEP, modes, scenarios  # noqa: E402
-from loadtests.scenarios.plots import plot_run  # noqa: E402
-from loadtests.scenarios.report import (  # noqa: E402
+from loadtests.doc_tables import write_block
+from loadtests.scenarios.analysis import summarize
+from loadtests.scenarios.definitions import FIXED_SWEEP, modes, scenarios
+from loadtests.scenarios.plots import plot_run
+from loadtests.scenarios.report import (
     check_targets,
     phase_table,
     single_fixed_check,
@@ -39,8 +36,9 @@ from loadtests.scenarios.report import (  # noqa: E402
     summary_table,
     table,
 )
-from loadtests.scenarios.runner import RunData, run  # noqa: E402
+from loadtests.scenarios.runner import RunData, run
 
+ROOT = Path(__file__).resolve().parent.parent
 QUICK_SCALE = 0.5
 QUICK_SWEEP = (8, 16)
 

@@ -6,7 +6,7 @@ a closed loop of N streaming clients, 300 output tokens with ignore_eos, 18 s (3
 The sim side runs the engine model in virtual time; `--http N [N ...]` also runs those client
 counts against a real `llm-gateway sim` process over HTTP for confirmation.
 
-    .venv/bin/python loadtests/bench_sim_calibration.py [--http 8 24] [--http-duration 8]
+    .venv/bin/python -m loadtests.bench_sim_calibration [--http 8 24] [--http-duration 8]
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import argparse
 import asyncio
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gateway.sim.closedloop import percentile, run_closed_loop
+from gateway.sim.closedloop import run_closed_loop
 from gateway.sim.profiles import get_profile
+from loadtests.stats import percentile
 from tests.procs import spawn_sim
 
 # N: (tok/s, TTFT P90 s, ITL P90 s, preemptions, peak waiting)
@@ -109,7 +108,7 @@ async def http_loop(url: str, clients: int, duration: float) -> tuple[float, flo
     limits = httpx.Limits(max_connections=clients + 4)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
         await asyncio.gather(*(client(c, http) for c in range(clients)))
-    return tokens / duration, percentile(ttfts, 90)
+    return tokens / duration, percentile(ttfts, 0.9) or 0.0
 
 
 def main() -> int:

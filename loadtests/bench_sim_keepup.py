@@ -4,7 +4,7 @@ The sim runs pinned to one core (taskset) with a constant 20 ms step; a raw asyn
 other core opens every stream at once and measures each stream's mean inter-token time
 ((last token - first token) / (tokens - 1)). Prints measured vs modelled; passes within 10%.
 
-    .venv/bin/python loadtests/bench_sim_keepup.py [--streams 256] [--tokens 150]
+    .venv/bin/python -m loadtests.bench_sim_keepup [--streams 256] [--tokens 150]
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.procs import free_port, spawn
 
 

@@ -5,7 +5,7 @@ For each concurrency N in 1, 2, 4, ..., 128, N clients send chat completions bac
 time. Prints concurrency, req/s, tok/s, P50 and P90 latency, and saves two plots: throughput and
 P50/P90 latency against concurrency.
 
-    .venv/bin/python loadtests/bench_sim_sweep.py [--profile llama3-8b-h100] [--seconds 4]
+    .venv/bin/python -m loadtests.bench_sim_sweep [--profile llama3-8b-h100] [--seconds 4]
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from gateway.sim.closedloop import percentile
+from loadtests.stats import percentile
 from tests.procs import spawn_sim
 
 PROMPTS = [
@@ -60,8 +59,8 @@ async def level(url: str, clients: int, seconds: float, max_tokens: int) -> dict
         "concurrency": clients,
         "req_s": len(latencies) / elapsed,
         "tok_s": tokens / elapsed,
-        "p50": percentile(latencies, 50),
-        "p90": percentile(latencies, 90),
+        "p50": percentile(latencies, 0.5) or 0.0,
+        "p90": percentile(latencies, 0.9) or 0.0,
     }
 
 

@@ -9,9 +9,9 @@ window (tokens from each response's `usage`), client TTFT P90, the engine's own 
 inter-token P90 (histogram deltas over the window), preemptions and peak waiting requests
 from the server's `/metrics`.
 
-usage: python loadtests/bench_vllm_calibration.py [--clients 1,8,16,20,24,32] [--duration 20]
+usage: python -m loadtests.bench_vllm_calibration [--clients 1,8,16,20,24,32] [--duration 20]
        [--engine-url URL] [--sim-url URL] [--json PATH] [--hidden-size 768 --layers 4]
-       python loadtests/bench_vllm_calibration.py --limits 40 [--fixed 8,16,24,32]
+       python -m loadtests.bench_vllm_calibration --limits 40 [--fixed 8,16,24,32]
 
 With --limits N it instead runs the overload scenario on the real engine: N clients straight
 to the engine, then through `llm-gateway serve` with each fixed limit, then with the adaptive
@@ -36,10 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.procs import free_port, spawn_gateway, spawn_sim  # noqa: E402
-from tests.vllm.real_engine import load_script  # noqa: E402
+from tests.procs import free_port, spawn_gateway, spawn_sim
+from tests.vllm.real_engine import load_script
 
 COLUMNS = (
     ("clients", "N", "{:>3}"),

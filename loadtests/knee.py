@@ -16,18 +16,11 @@ Optionally, the largest level whose P90 TTFT meets an SLA is reported too.
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
+from loadtests.stats import percentile
 
 
 @dataclass(slots=True)
@@ -95,9 +88,9 @@ class StepRecorder:
                 failures=d.failures,
                 requests_per_s=d.requests / self.step_time,
                 tokens_per_s=d.tokens / self.step_time,
-                ttft_p50=percentile(d.ttft, 50),
-                ttft_p90=percentile(d.ttft, 90),
-                e2e_p90=percentile(d.e2e, 90),
+                ttft_p50=percentile(d.ttft, 0.5),
+                ttft_p90=percentile(d.ttft, 0.9),
+                e2e_p90=percentile(d.e2e, 0.9),
             )
             for users, d in zip(self.levels, self._data, strict=True)
             if d.requests or d.shed or d.tokens

@@ -1,6 +1,6 @@
 """Pass/fail gate over the statistics CSV a Locust run wrote with ``--csv PREFIX``.
 
-    python loadtests/locust_check.py results/loadtest --max-fail-rate 0.01 --max-ttft-p90 2.0
+    python -m loadtests.locust_check results/loadtest --max-fail-rate 0.01 --max-ttft-p90 2.0
 
 Reads ``PREFIX_stats.csv`` (or the CSV file given) and exits 1 when a threshold is passed, 2 when the
 file is missing or holds no requests, 0 otherwise. The numbers:

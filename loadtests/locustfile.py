@@ -1,6 +1,6 @@
 """Locust load test for OpenAI-compatible LLM servers: the gateway, vLLM, or any server of that API.
 
-    locust -f loadtests/locustfile.py -H http://127.0.0.1:8080          # web UI on :8089
+    locust -f loadtests/locustfile.py -H http://127.0.0.1:8080          # web UI on :8089 (from the repo root)
     locust -f loadtests/locustfile.py -H URL --headless -u 16 -t 60s \
         --csv results/run --html results/run.html
 
@@ -30,12 +30,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from knee import StepRecorder, render, write_csv
 from locust import LoadTestShape, events, task
 from locust.contrib.fasthttp import FastHttpUser
-from shapes import SHAPES, Schedule, Step, Target, build_schedule
-from streaming import StreamReader, Timings, completion_timings
-from workload import next_request, read_profile, retry_after_seconds
+
+from loadtests.knee import StepRecorder, render, write_csv
+from loadtests.retry_after import retry_after_seconds
+from loadtests.shapes import SHAPES, Schedule, Step, Target, build_schedule
+from loadtests.streaming import StreamReader, Timings, completion_timings
+from loadtests.workload import next_request, read_profile
 
 __all__ = ["LLMUser", "SelectedShape"]
 

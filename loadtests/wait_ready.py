@@ -1,6 +1,6 @@
 """Wait until an OpenAI-compatible server lists at least one model, or give up.
 
-    python loadtests/wait_ready.py http://127.0.0.1:8080 --timeout 30
+    python -m loadtests.wait_ready http://127.0.0.1:8080 --timeout 30
 
 Exit 0 once ``GET <url>/v1/models`` answers 200 with a non-empty ``data`` list (the gateway lists only
 models of healthy backends, so this also waits for the backends), 1 on timeout.

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from lengths import Lengths, parse_lengths
+from loadtests.lengths import Lengths, parse_lengths
 
 KINDS = {
     "chat-stream": ("/v1/chat/completions", True),
@@ -77,25 +77,6 @@ def read_profile(options: Any) -> Profile:
 def _flag(value: Any) -> bool:
     # The web UI hands booleans back as strings.
     return value is True or str(value).lower() in ("true", "1", "yes", "on")
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """The server's advised wait, from retry-after-ms or Retry-After (seconds); None if absent."""
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    seconds = headers.get("retry-after")
-    if seconds is None:
-        return None
-    try:
-        return max(0.0, float(seconds))
-    except ValueError:
-        return 1.0  # an HTTP date: still a deliberate "come back later"
 
 
 def prompt_text(rng: random.Random, tokens: int) -> str:

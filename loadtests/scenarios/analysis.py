@@ -21,7 +21,6 @@ Definitions (all as the client saw it):
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -30,16 +29,10 @@ from loadtests.scenarios.definitions import SLA_TPOT, SLA_TTFT
 from loadtests.scenarios.loadgen import Record
 from loadtests.scenarios.runner import RunData
 from loadtests.scenarios.sampler import Tick
+from loadtests.stats import p90
 
 BIN = 2.0
 MIN_BIN = 3
-
-
-def p90(values: Iterable[float | None]) -> float | None:
-    ordered = sorted(v for v in values if v is not None)
-    if not ordered:
-        return None
-    return ordered[max(1, math.ceil(0.9 * len(ordered))) - 1]
 
 
 def meets(r: Record) -> bool:

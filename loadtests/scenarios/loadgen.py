@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from loadtests.lengths import Lengths
+from loadtests.retry_after import retry_after_seconds
 from loadtests.streaming import StreamReader
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -75,18 +76,6 @@ class Record:
     """The server's advised wait on the last shed answer (None: it gave none)."""
     attempts: int = 0
     error: str | None = None
-
-
-def _advised_wait(headers: Mapping[str, str]) -> float | None:
-    get = headers.get
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = get(name)
-        if raw is not None:
-            try:
-                return float(raw) * scale
-            except ValueError:
-                continue
-    return None
 
 
 @dataclass(slots=True)
@@ -242,7 +231,7 @@ class LoadGen:
                 self._fill_refusal(resp.status, resp.headers, payload, record)
                 should = resp.headers.get("x-should-retry")
                 retry = resp.status in RETRY_STATUSES if should is None else should == "true"
-                advised = _advised_wait(resp.headers)
+                advised = retry_after_seconds(resp.headers)
         except (aiohttp.ClientError, ConnectionError) as exc:
             # Cut mid-stream (status 200 seen): the SDK does not retry a stream it began to read.
             retry, advised = record.status != 200, None
@@ -262,7 +251,7 @@ class LoadGen:
             code = str(err.get("code")) if isinstance(err, dict) else None
         except (ValueError, AttributeError):
             pass
-        record.retry_after = _advised_wait(headers)
+        record.retry_after = retry_after_seconds(headers)
         if status in (429, 503) and code is not None and not code.isdigit():
             record.outcome, record.shed_reason = "shed", code
         else:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtests.scenarios.analysis import BIN, MIN_BIN, admitted_at, p90
+from loadtests.scenarios.analysis import BIN, MIN_BIN, admitted_at
 from loadtests.scenarios.definitions import GATEWAY_SLA, SLA_TPOT, SLA_TTFT
 from loadtests.scenarios.loadgen import Record
 from loadtests.scenarios.runner import RunData
+from loadtests.stats import p90
 
 
 def _client_bins(

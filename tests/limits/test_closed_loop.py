@@ -8,10 +8,10 @@ makes these runs deterministic and fast, so the claims below are about behaviour
 from __future__ import annotations
 
 import pytest
-from bench_algorithms import Run, phase_stats, simulate
 
 from gateway.limits import create
 from gateway.types import SLA
+from loadtests.bench_algorithms import Run, phase_stats, simulate
 
 TPOT = SLA(tpot_p90=0.008)
 

@@ -2,18 +2,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knee import LevelResult, StepRecorder, find_knee, percentile, render, within_sla, write_csv
+from loadtests.knee import LevelResult, StepRecorder, find_knee, render, within_sla, write_csv
 
 
 def level(users: int, tokens_per_s: float, ttft_p90: float | None = None) -> LevelResult:
     return LevelResult(users, 10, 0, 0, 1.0, tokens_per_s, None, ttft_p90, None)
-
-
-def test_percentile_is_nearest_rank() -> None:
-    assert percentile([], 90) is None
-    assert percentile([5.0], 90) == 5.0
-    assert percentile([float(i) for i in range(1, 11)], 90) == 9.0
-    assert percentile([float(i) for i in range(1, 11)], 50) == 5.0
 
 
 def test_knee_is_where_throughput_stops_scaling() -> None:

@@ -4,7 +4,8 @@ import random
 import statistics
 
 import pytest
-from lengths import parse_lengths
+
+from loadtests.lengths import parse_lengths
 
 
 def test_fixed_is_always_n() -> None:

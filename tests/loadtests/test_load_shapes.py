@@ -4,7 +4,8 @@ from argparse import Namespace
 from typing import Any
 
 import pytest
-from shapes import Ramp, Spike, Steady, Step, build_schedule, doubling_levels
+
+from loadtests.shapes import Ramp, Spike, Steady, Step, build_schedule, doubling_levels
 
 
 def options(**kw: Any) -> Namespace:

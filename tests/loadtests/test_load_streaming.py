@@ -3,7 +3,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from streaming import StreamReader, completion_timings
+
+from loadtests.streaming import StreamReader, completion_timings
 
 
 def chunk(content: str | None = None, usage: dict[str, int] | None = None) -> bytes:

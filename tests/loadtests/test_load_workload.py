@@ -6,7 +6,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from workload import next_request, parse_mix, read_profile, retry_after_seconds
+
+from loadtests.workload import next_request, parse_mix, read_profile
 
 
 def options(**kw: Any) -> Namespace:
@@ -62,17 +63,3 @@ def test_same_seed_same_requests() -> None:
 def test_bad_mix_is_refused(spec: str, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         parse_mix(spec)
-
-
-@pytest.mark.parametrize(
-    ("headers", "wait"),
-    [
-        ({"retry-after-ms": "1500", "retry-after": "2"}, 1.5),  # the precise header wins, as in the SDK
-        ({"retry-after": "3"}, 3.0),
-        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 1.0),
-        ({}, None),
-        (None, None),
-    ],
-)
-def test_retry_after_is_read_like_the_openai_sdk(headers: dict[str, str] | None, wait: float | None) -> None:
-    assert retry_after_seconds(headers) == wait

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from locust_check import summarize
 from locust_runs import ROOT
+
+from loadtests.locust_check import summarize
 
 pytestmark = pytest.mark.slow
 

@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-import procs
 import pytest
-from locust_check import main as check_main
-from locust_check import summarize
 from locust_runs import ROOT, LocustRun, start_locust
+
+from loadtests.locust_check import main as check_main
+from loadtests.locust_check import summarize
+from tests import procs
 
 pytestmark = pytest.mark.slow
 
@@ -191,11 +192,9 @@ def test_checker_fails_on_failure_rate_but_not_on_shedding(runs: dict[str, Locus
 
 
 def test_checker_command_line_exit_codes(runs: dict[str, LocustRun], tmp_path: Path) -> None:
-    script = ROOT / "loadtests" / "locust_check.py"
-
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, str(script), *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+        cmd = [sys.executable, "-m", "loadtests.locust_check", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False, cwd=ROOT)
 
     failed = run(str(runs["failing"].prefix), "--max-fail-rate", "0.01")
     assert failed.returncode == 1 and "FAIL: failure rate 0.9" in failed.stderr
