@@ -5,17 +5,10 @@ from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter
 from gateway.types import SLA
+from tests.clock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def make(clock: Clock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
+def make(clock: FakeClock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
     algorithm = limits.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
     limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
     backend = Backend(
@@ -29,7 +22,7 @@ def make(clock: Clock, name: str, limit: int, models: tuple[str, ...] = ("m",)) 
 
 
 def test_picks_the_backend_with_the_largest_free_share_and_respects_limits() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a, b = make(clock, "a", 4), make(clock, "b", 2)
     pool = Pool([a, b], clock)
     leases = [pool.try_acquire("m") for _ in range(6)]
@@ -43,7 +36,7 @@ def test_picks_the_backend_with_the_largest_free_share_and_respects_limits() -> 
 
 
 def test_only_backends_serving_the_model_are_used() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a, b = make(clock, "a", 4, ("x",)), make(clock, "b", 4, ("y",))
     pool = Pool([a, b], clock)
     lease = pool.try_acquire("y")
@@ -54,7 +47,7 @@ def test_only_backends_serving_the_model_are_used() -> None:
 
 
 def test_consecutive_failures_eject_with_growing_backoff() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a = make(clock, "a", 4)
     pool = Pool([a], clock)
     assert not a.record_failure("refused")
@@ -76,7 +69,7 @@ def test_consecutive_failures_eject_with_growing_backoff() -> None:
 
 
 def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a = make(clock, "a", 4)
     a.record_failure("x")
     assert a.record_failure("x")  # ejected for 1 s

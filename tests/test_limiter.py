@@ -9,16 +9,9 @@ from hypothesis import strategies as st
 from gateway.limiter import PARTIAL_MIN_EVENTS, Limiter, Slot
 from gateway.limits import create
 from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Sample
+from tests.clock import FakeClock
 
 TTFT_1S = SLA(ttft_p90=1.0)
-
-
-class FakeClock:
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Counter:

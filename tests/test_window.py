@@ -4,14 +4,7 @@ import pytest
 
 from gateway.types import Sample
 from gateway.window import SampleWindow, SlidingMin, nearest_rank
-
-
-class FakeClock:
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import FakeClock
 
 
 def sample(e2e: float, *, at: float = 0.0, ttft: float | None = None, out: int = 0) -> Sample:

@@ -9,17 +9,6 @@ from gateway.admission import AdmissionQueue
 from gateway.types import Sample
 
 
-class FakeClock:
-    def __init__(self, start: float = 1000.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @dataclass(eq=False)
 class FakeLease:
     backend: str

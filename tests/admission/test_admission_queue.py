@@ -11,16 +11,17 @@ from collections.abc import Awaitable
 from typing import Any
 
 import pytest
-from admission_fakes import FakeClock, FakeLease, FakePool
+from admission_fakes import FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from tests.clock import FakeClock
 
 
 def make(
     capacity: int = 0, *, clock: FakeClock | None = None, **kw: Any
 ) -> tuple[AdmissionQueue, FakePool, FakeClock]:
     pool = FakePool(capacity=capacity)
-    clock = clock or FakeClock()
+    clock = clock or FakeClock(1000.0)
     kw.setdefault("max_depth", 100)
     kw.setdefault("timeout", 30.0)
     q = AdmissionQueue("m", pool, clock=clock, **kw)

@@ -8,16 +8,17 @@ import random
 from collections import Counter
 
 import pytest
-from admission_fakes import FakeClock, FakePool
+from admission_fakes import FakePool
 
 from gateway.admission import AdmissionQueue, Rejected, Ticket
 from gateway.types import Sample
+from tests.clock import FakeClock
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_random_cancellations_failures_and_timeouts_leak_nothing(seed: int) -> None:
     rng = random.Random(seed)
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     pool = FakePool(capacity=6, failure_rate=0.25, rng=random.Random(seed + 100))
     q = AdmissionQueue(
         "m",
