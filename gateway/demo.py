@@ -1,6 +1,6 @@
 """`llm-gateway demo`: two simulated vLLM servers and the gateway in front of them, in one process.
 
-The default profile is seed 004's Gemma-3-4B on an RTX 4080: an 11,824-token KV cache that a modest
+The default profile models Gemma-3-4B on an RTX 4080: an 11,824-token KV cache that a modest
 load test fills, so the controller, the queue and the alerts all have something to do.
 """
 
@@ -10,14 +10,11 @@ import argparse
 from typing import Any
 
 from gateway.app import create_app
-from gateway.cli import merge
 from gateway.config import ConfigError, GatewayConfig, parse_config
 from gateway.server import serve
 from gateway.sim.profiles import get_profile
 from gateway.sim.server import SimConfig, SimServer
 
-BACKEND_PORTS = (8001, 8002)
-"""Where config/prometheus.yml expects the backends; a taken port falls back to a free one."""
 BACKEND_PORTS = (8001, 8002)
 """Where config/prometheus.yml expects the backends; a taken port falls back to a free one."""
 
@@ -62,7 +59,8 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
                 await sim.start()
             sims.append(sim)
         try:
-            config = parse_config(merge({"backends": [s.url for s in sims]}, overrides))
+            # The flags set listen, sla, controller and queue, never backends.
+            config = parse_config({"backends": [s.url for s in sims], **overrides})
         except ConfigError as exc:
             for problem in exc.problems:
                 print(f"llm-gateway: {problem}")
