@@ -34,9 +34,6 @@ class Backend:
     def in_rotation(self, now: float) -> bool:
         return self.healthy and now >= self.ejected_until
 
-    def serves(self, model: str) -> bool:
-        return model in self.models
-
     def record_success(self) -> None:
         self.consecutive_failures = 0
         self.ejections = 0
@@ -139,6 +136,3 @@ class Pool:
         return not any(
             model in b.models and b.in_rotation(now) and b.limiter.has_room() for b in self.backends
         )
-
-    def serving(self, model: str) -> list[Backend]:
-        return [b for b in self.backends if model in b.models]

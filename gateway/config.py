@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -94,9 +94,6 @@ class GatewayConfig:
 
     def tenant_for_key(self) -> dict[str, TenantConfig]:
         return {key: t for t in self.tenants for key in t.api_keys}
-
-    def with_overrides(self, **changes: Any) -> GatewayConfig:
-        return replace(self, **changes)
 
 
 class _Reader:

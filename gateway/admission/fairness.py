@@ -89,9 +89,6 @@ class FairQueue(Generic[T]):
     def weight(self, tenant: str) -> float:
         return self._weights.get(tenant, self._default_weight)
 
-    def tenant_depth(self, tenant: str) -> int:
-        return self._tenant_depth.get(tenant, 0)
-
     def tenant_depths(self) -> dict[str, int]:
         return dict(self._tenant_depth)
 

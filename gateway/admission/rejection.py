@@ -34,7 +34,8 @@ STATUS: dict[RejectReason, int] = {
 
 
 class Rejected(Exception):
-    """A request the admission queue refused; carries everything its HTTP answer needs."""
+    """A request the admission queue refused; carries everything its HTTP answer needs (the API
+    answers it as a GatewayError with these fields)."""
 
     def __init__(
         self,
@@ -52,19 +53,6 @@ class Rejected(Exception):
         self.retry_after = max(MIN_RETRY_AFTER, retry_after)
         self.should_retry = self.retry_after <= SDK_MAX_RETRY_AFTER if should_retry is None else should_retry
         self.message = message
-
-    def headers(self) -> dict[str, str]:
-        """Retry-After (whole seconds, rounded up), retry-after-ms and x-should-retry."""
-        return {
-            "retry-after": str(max(1, math.ceil(self.retry_after))),
-            "retry-after-ms": str(max(1, round(self.retry_after * 1000))),
-            "x-should-retry": "true" if self.should_retry else "false",
-        }
-
-    def error_body(self) -> dict[str, dict[str, str | None]]:
-        """OpenAI's error shape; `code` is the reason."""
-        kind = "rate_limit_error" if self.status == 429 else "service_unavailable_error"
-        return {"error": {"message": self.message, "type": kind, "param": None, "code": self.reason}}
 
     def __repr__(self) -> str:
         return (
