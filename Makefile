@@ -23,6 +23,7 @@ test: setup promtool
 lint: setup
 	$(BIN)/ruff check gateway tests loadtests
 	$(BIN)/ruff format --check gateway tests loadtests
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy
