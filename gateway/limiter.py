@@ -93,7 +93,9 @@ class Slot:
         if self._released:
             raise RuntimeError("slot released twice")
         self._released = True
-        self._limiter._streams.pop(self, None)
+        counted = self._limiter._stream_done(self)
+        if sample is not None:
+            self._limiter._delivered += max(0, sample.output_tokens - counted)
         if self._ttft_recorded and sample is not None and sample.ttft is not None:
             sample = replace(sample, ttft=None)
         self._limiter._release(sample)
@@ -131,6 +133,10 @@ class Limiter:
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
         self._streams: dict[Slot, tuple[float, StreamProgress]] = {}
         """Streaming requests of this backend in flight: dispatch time and progress."""
+        self._counted: dict[Slot, int] = {}
+        """Output events of each stream in flight already counted as delivered tokens."""
+        self._delivered = 0
+        """Output tokens delivered since the previous tick."""
         self._min_per_token = SlidingMin(MIN_RTT_HORIZON)
 
         self._inflight = 0
@@ -141,6 +147,7 @@ class Limiter:
         self._effective = self._limit
         self._last_decision: Decision | None = None
         self._last_change_at = clock()
+        self._last_tick_at = self._last_change_at
         self._window.start_epoch(self._last_change_at)
 
         self._signals: BackendSignals | None = None
@@ -341,6 +348,20 @@ class Limiter:
             live["tpot"] = pace
         return live
 
+    def _stream_done(self, slot: Slot) -> int:
+        """Stop watching a stream; the output events of it already counted as delivered."""
+        self._streams.pop(slot, None)
+        return self._counted.pop(slot, 0)
+
+    def _stream_tokens(self) -> int:
+        """Output events streams in flight showed since the previous tick, and count them."""
+        total = 0
+        for slot, (_, progress) in self._streams.items():
+            events = progress.events
+            total += events - self._counted.get(slot, 0)
+            self._counted[slot] = events
+        return total
+
     def p90(self) -> dict[Signal, float]:
         return self._percentiles(self._live()).p90
 
@@ -372,11 +393,15 @@ class Limiter:
             completed=self._completed,
             counts=counts,
             values=values,
+            delivered_tokens=float(self._delivered + self._stream_tokens()),
+            interval=now - self._last_tick_at,
         )
+        self._delivered = 0
+        self._last_tick_at = now
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)
         if new != decision.limit:
-            decision = Decision(new, _direction(self._limit, new), decision.reason, decision.detail)
+            decision = replace(decision, limit=new, direction=_direction(self._limit, new))
         self._preemptions_pending = 0.0
         self._completed = 0
         self._peak = self._inflight
@@ -416,6 +441,10 @@ class Limiter:
             "tokens_per_request": _rounded(self._tokens_per_request),
             "kv_tokens_per_running": _rounded(self._kv_per_running),
             "last_change_at": self._last_change_at,
+            "sla_infeasible": d is not None and d.sla_infeasible,
+            "latency_floor": None
+            if d is None or d.latency_floor is None
+            else {s: round(v, 6) for s, v in d.latency_floor.items()},
             "last_decision": None
             if d is None
             else {"direction": d.direction.value, "reason": d.reason, "detail": d.detail},

@@ -137,6 +137,11 @@ class Observation:
     """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
     values: dict[Signal, list[float]] = field(default_factory=dict)
     """The values behind each P90, sorted (none for a P90 read from the backend's histogram)."""
+    delivered_tokens: float = 0.0
+    """Output tokens this backend delivered through the gateway since the previous tick: the
+    tokens of requests that finished plus the progress of streams in flight."""
+    interval: float = 0.0
+    """Seconds since the previous tick (0 at the first)."""
 
 
 class Direction(StrEnum):
@@ -153,3 +158,10 @@ class Decision:
     """A short machine-friendly word (metric label), e.g. 'p90_over_target', 'preemptions'."""
     detail: str = ""
     """Human explanation with the numbers, for /admin/state."""
+    latency_floor: dict[Signal, float] | None = None
+    """Set when no limit can meet the SLA: per signal over target, the latency the limit does not
+    control (the lowest P90 measured at any limit, or the part the engine does not account for)."""
+
+    @property
+    def sla_infeasible(self) -> bool:
+        return self.latency_floor is not None

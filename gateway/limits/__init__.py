@@ -21,18 +21,21 @@ DEFAULT = "sla"
 REASONS: tuple[str, ...] = (
     "above_ceiling",
     "at_ceiling",
-    "backend_queueing",
     "fixed",
     "gradient",
     "headroom",
     "insufficient_samples",
-    "kv_saturated",
     "measuring_min_rtt",
     "min_rtt_measured",
+    "no_gain",
     "not_binding",
     "p90_over_target",
     "preemptions",
+    "probe",
+    "probing",
+    "sla_infeasible",
     "steady",
+    "throughput_falls",
 )
 """Every `Decision.reason` an algorithm here can give: a closed set, fit for a metric label."""
 

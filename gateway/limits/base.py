@@ -35,7 +35,13 @@ def clamp(value: float, floor: int, ceiling: int) -> int:
     return max(floor, min(ceiling, int(value)))
 
 
-def decide(obs: Observation, wanted: float, reason: str, detail: str) -> Decision:
+def decide(
+    obs: Observation,
+    wanted: float,
+    reason: str,
+    detail: str,
+    latency_floor: dict[Signal, float] | None = None,
+) -> Decision:
     """Clamp `wanted` to [floor, ceiling] and label the move relative to the current limit.
 
     When the ceiling (usually the KV-derived one) forces the limit down although the algorithm
@@ -51,7 +57,7 @@ def decide(obs: Observation, wanted: float, reason: str, detail: str) -> Decisio
         direction = Direction.DOWN
     else:
         direction = Direction.HOLD
-    return Decision(limit=new, direction=direction, reason=reason, detail=detail)
+    return Decision(new, direction, reason, detail, latency_floor)
 
 
 def worst_ratio(

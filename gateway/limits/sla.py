@@ -1,158 +1,124 @@
-"""SLA-setpoint controller: hold the worst P90/target ratio just under 1 while keeping work queued.
+"""SLA controller: the most output tokens/s the backend gives while every P90 stays under target,
+learned online from what each limit delivered; when no limit meets the SLA, say so and hold the
+limit with the most throughput instead of starving the backend.
 
-Math, once per control tick with limit L, floor F, ceiling C, and per SLA signal the ratio
-P90_window / target (P90 over requests dispatched since the limit last changed, newest 32, and
-streams in flight). r_n is the worst ratio among signals with the evidence to cut on (at least
-n = min_samples values, or values clearly over the target, below), r the worst among all measured:
+Every tick the algorithm is told the output tokens delivered since the previous tick (finished
+requests plus the progress of streams in flight) and the window P90s since the limit last changed.
+It keeps a ledger (gateway.limits.ledger) of the delivery rate and the worst P90/target ratio r
+measured at each limit L, and moves by these rules, in order (u = `increase_below`):
 
-    too few samples since the last change, r_n <= 1  hold                     insufficient_samples
-    preemptions since the last tick > t_p x completed requests
-                                                  L <- L * b_p                preemptions
-    r_n > 1                                       L <- L * max(m, 1/(1+g(r_n-1)))  p90_over_target
-    KV usage >= h and backend waiting > w         L <- L * b_kv               kv_saturated
-    backend waiting > w, two scrapes in a row     L <- min(L-1, running + w)  backend_queueing
-    r > 1 (without the evidence to cut)           hold                        insufficient_samples
-    r >= u (between u and 1)                      hold                        steady
-    limit not binding (peak < L, none queued)     hold                        not_binding
-    L = C                                         hold                        at_ceiling
-    KV usage >= h                                 hold                        kv_saturated
-    binding, r < u_ss, never decreased            L <- 2L  (slow start)       headroom
-    otherwise (binding and r < u)                 L <- L + max(s, min(floor(L(u/r - 1)),
-                                                                      ceil(sqrt(L))))  headroom
-and finally L <- clamp(L, F, C). Every decrease moves at least one step.
+    limit not binding and r <= 1                     hold                   not_binding
+    r > 1 on enough evidence, and either the front end's own delay (proxy TTFT P90 - engine TTFT
+    P90) is over target, or a lower limit L' was measured over target with r' >= t x r
+                                                     L <- the limit of the best rate   sla_infeasible
+    r > 1 on enough evidence, a lower L' measured    L <- L - (r - 1) (L - L') / (r - r')  p90_over_target
+    r > 1 on enough evidence, no lower limit known   L <- L x max(1 - m, 1 / r)        p90_over_target
+    r > 1 on too little evidence                     hold                   insufficient_samples
+    a fresh lower limit delivered > (1 + g) x L's rate   L <- that limit    throughput_falls
+    probing L = P + s: rate(L) >= (1 + g) rate(P)    keep L, probe again    throughput_rises
+    probing, no such gain                            L <- P, wait `probe_every`   no_gain
+    r < u, binding, probe due                        L <- L + s, s = max(1, ceil(p x L))  probe
+    otherwise                                        hold                   steady
+and finally L <- clamp(L, floor, ceiling). Defaults: u = 0.9, m = 0.5, t = 0.9, g = 0.02, p = 0.15.
 
-Defaults: g = 1 (so L / r: the limit latency would have if it grew linearly with concurrency;
-convex TTFT overshoots safely low), m = 0.5 (never more than halve per tick), u = 0.9,
-u_ss = 0.7, s = 1, b_p = 0.85, t_p = 0.3, b_kv = 0.9, h = 0.95, w = 1.
-
-Why these moves: the window P90 is a noisy, lagging, strongly convex function of concurrency past
-the KV knee (a vLLM CPU engine with 8,192 KV tokens: TTFT P90 0.06 s at 16 concurrent, 0.6 s at 20,
-1.8 s at 24), so decreases are multiplicative and proportional to the overshoot, increases happen
-only while the limit is actually holding traffic back (otherwise a quiet period would ratchet the
-limit up with no evidence), and a dead band [u, 1] lets the loop settle instead of hunting.
-Preemptions (`vllm:num_preemptions_total` rising) and a full KV cache with requests waiting
-inside vLLM are direct evidence of overcommit and act before latency shows it. Discarding samples
-from before a change (done by the limiter) is the epoch rule of Envoy's adaptive concurrency filter.
-
-The increase is the distance to the band's lower edge if P90 grew in proportion to L, capped by
-Envoy's gradient-controller headroom sqrt(L). Proportional growth underestimates the room when
-latency has a large floor (TPOT on the simulated engine: 15 ms at 8 in flight, 25 ms at 16, so
-r = 0.67 at 8 asks for +3, not +9), which keeps the step cautious, and the sqrt(L) cap bounds the
-overshoot where latency is convex. With a fixed +1 instead, the limit took 15 s to climb from 8 to
-13 after a cold start or a capacity dip, and adaptive goodput in the scenario benchmark was 86-89%
-of the best fixed limit where capacity changed; with this step, 98-102% (docs/benchmarks.md).
-Like TCP's slow start, a gateway that has never seen congestion doubles while r < u_ss (a cold
-gateway in front of a real vLLM CPU engine otherwise spent most of a 20-second overload climbing
-from 8). u_ss = 0.7, not 0.9: at 0.9 the doubling in the scenario benchmark went on past the
-knee (summed limit 38 where 32 is best) and goodput fell to 8.1 and 10.6 requests/s in (b) and (c),
-against 9.9 and 12.3 with 0.7 (the former measured with the earlier +1 step).
-
-The evidence needed before acting (min_samples, 20 by default in the gateway's config) matters as
-much as the gains: with 8 samples the nearest-rank P90 is the largest sample, so a single stalled
-request halved the limit in the scenario benchmark. It is counted per signal for a decrease: a
-request's TTFT arrives with its first token but its TPOT only when it ends, so soon after a change
-the TPOT values are those of the few requests that ended first, and a P90 of three values is their
-largest. An increase heeds every measured signal, however few its values (on few values the
-nearest-rank P90 is the largest, the cautious reading). Requiring min_samples of every signal for
-an increase as well made each step wait for 20 finished requests, and at a limit of 3 after a
-capacity dip that took so long the limit never climbed back within the benchmark's 15 s phase.
-A cut may also stand on fewer values when they are clear: if so many exceed the target that a
-P90 at the target would give that many with probability under alpha = 0.01 (the count over target
-is then Binomial(n, 0.1): 3 of 3, 3 of 5, 4 of 8, 5 of 12). One stalled request among a few does not
-qualify; a backend that slowed down for everyone does, at the next tick, because the limiter also
-counts the pace of streams still in flight. After capacity halved in the scenario benchmark, the
-second and third cuts each waited 4-5 s for 20 TPOT values while requests ran 1.3x over target.
-vLLM's own queue (backend_queueing) must persist over two scrapes: the gateway hands out several
-slots when the limit rises, those requests wait in vLLM until its next step admits them, and a
-scrape taken in those milliseconds (the scrape and control loops share a period) undid every
-increase in the 3x-overload scenario (limits oscillating 11-16 per backend; with the rule, 19).
-The band's lower edge u = 0.9 rather than 0.8: with a TPOT target on the simulated CPU engine,
-u = 0.8 settled at limit 11 (P90 at 0.80 of target, 1,714 tok/s), u = 0.9 at 14 (0.94, 1,860 tok/s).
-Preemptions are tolerated up to t_p per finished request (three in ten). vLLM's recompute
-preemption costs the victim a wait and a second prefill, and what that costs the clients shows in
-the latency the rules above already watch; this rule is for thrash, which wastes the engine before
-latency shows it. On the simulated CPU engine at 3x overload with a loose TTFT target, so that only
-KV pressure binds (loadtests/bench_algorithms.py, virtual time, 48 clients, t = 50-150 s):
-    t_p          0      0.1    0.3    0.5    1.0    (fixed 16, fixed 24)
-    mean limit   14.9   15.4   16.4   17.6   17.7   (16, 24)
-    tok/s        1,866  1,881  1,917  1,944  1,902  (1,902, 1,941)
-    preemptions  83     105    168    247    269    (143, 568)
-With mixed short and long requests (scenario (e) of docs/benchmarks.md), t_p = 0.1 cut 15% on one
-or two preemptions in a tick of a few finished requests, and goodput was on average 5% higher with
-0.3 (five seeds, same session). Counting the rate over more requests than one tick's (since the
-last change, at least min_samples) did not help there: a mean 95.4% of fixed-16 over six seeds,
-against 97.5% per tick.
-Sources: DESIGN.md section 3; Envoy adaptive_concurrency filter docs; Netflix concurrency-limits.
+Why each rule:
+- Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
+  periods and traffic that bypasses the gateway cannot move it.
+- Infeasible: when a clearly lower limit did not lower latency (r' >= t x r), the latency is a floor
+  the limit does not control (a busy front end, other traffic); every further cut only starves the
+  engine, so the limit goes to where it delivered most and the floor is reported. The engine's own
+  TTFT histogram tells the same without any cut: what the proxy sees beyond it is spent outside.
+- Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1,
+  which is exact for a linear latency curve and conservative on a convex one; without a second point
+  latency is assumed proportional to L (L / r), never more than halving per tick.
+- Throughput decides where latency has room: KV saturation and preemptions are costs only when the
+  measured rate or P90 shows them, so the limit climbs past them while the rate still rises by g.
+- Probes of p x L, kept only for a gain of g and otherwise undone for `probe_every` seconds, keep
+  the ledger fresh (so a capacity change is followed) while the limit stays within about p of its
+  mean; the ledger forgets entries after `memory` seconds, which re-tests an infeasible verdict.
+- A limit's rate counts only from `settle` seconds after it took effect (at least the median e2e
+  latency, so non-streaming requests started under the previous limit have finished), and a probe
+  is judged after `probe_dwell` seconds of measurement.
+- Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
+  P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
+Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's
+adaptive concurrency filter (epochs); Netflix concurrency-limits.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gateway.limits.base import Params, clamp, decide, is_binding, quantile_exceeds, worst_ratio
-from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Signal
+from gateway.limits.ledger import Entry, Ledger
+from gateway.types import SLA, Decision, Observation, Signal
 
 
 class SLALimit:
     name = "sla"
-    respects_kv_ceiling = True
+    respects_kv_ceiling = False
+    """KV pressure counts only as it shows in the measured rate and P90s."""
 
     def __init__(
         self,
         sla: SLA,
         *,
         initial: int = 8,
-        increase_step: int = 1,
         increase_below: float = 0.9,
-        slow_start_below: float = 0.7,
-        decrease_gain: float = 1.0,
         max_decrease: float = 0.5,
-        preemption_backoff: float = 0.85,
-        kv_high_water: float = 0.95,
-        kv_backoff: float = 0.9,
-        waiting_tolerance: float = 1.0,
-        preemption_tolerance: float = 0.3,
+        floor_tolerance: float = 0.75,
+        min_gain: float = 0.03,
+        probe_gain: float = 0.1,
+        probe_every: float = 10.0,
+        probe_dwell: float = 4.0,
+        settle: float = 2.0,
+        half_life: float = 10.0,
+        memory: float = 30.0,
+        floor_memory: float = 120.0,
         evidence_alpha: float = 0.01,
     ) -> None:
-        if not 0.0 <= slow_start_below <= increase_below <= 1.0:
-            raise ValueError(
-                "algorithm 'sla': parameters must satisfy 0 <= 'slow_start_below' <= 'increase_below' <= 1"
-            )
+        if probe_dwell > memory:
+            raise ValueError("algorithm 'sla': 'probe_dwell' must be <= 'memory'")
         self.sla = sla
         self.initial = initial
-        self.increase_step = increase_step
         self.increase_below = increase_below
-        self.slow_start_below = slow_start_below
-        self.decrease_gain = decrease_gain
         self.max_decrease = max_decrease
-        self.preemption_backoff = preemption_backoff
-        self.kv_high_water = kv_high_water
-        self.kv_backoff = kv_backoff
-        self.waiting_tolerance = waiting_tolerance
-        self.preemption_tolerance = preemption_tolerance
+        self.floor_tolerance = floor_tolerance
+        self.min_gain = min_gain
+        self.probe_gain = probe_gain
+        self.probe_every = probe_every
+        self.probe_dwell = probe_dwell
+        self.settle = settle
         self.evidence_alpha = evidence_alpha
-        self._decreased = False
-        self._scrape_at: float | None = None
-        self._queued_now = False
-        self._queued_before = False
+        self.ledger = Ledger(half_life, memory)
+        self._probe_from: int | None = None
+        self._next_probe_at = -math.inf
+        self._step = 0
+        """The next probe's step when the last one gained in proportion (slow start); 0 otherwise."""
+        self.floor_memory = floor_memory
+        self._floor_found: tuple[dict[Signal, float], float] | None = None
+        """The latency floor last proven and until when it stands without new proof."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
         p = Params(cls.name, params)
+        memory = p.number("memory", 30.0, low=0.0, low_open=True)
         algo = cls(
             sla,
             initial=p.integer("initial", 8, low=1),
-            increase_step=p.integer("increase_step", 1, low=1),
             increase_below=p.number("increase_below", 0.9, low=0.0, high=1.0, low_open=True),
-            slow_start_below=p.number("slow_start_below", 0.7, low=0.0, high=1.0),
-            decrease_gain=p.number("decrease_gain", 1.0, low=0.0, low_open=True),
             max_decrease=p.number("max_decrease", 0.5, low=0.0, high=0.9, low_open=True),
-            preemption_backoff=p.number("preemption_backoff", 0.85, low=0.0, high=0.99, low_open=True),
-            kv_high_water=p.number("kv_high_water", 0.95, low=0.0, high=1.0, low_open=True),
-            kv_backoff=p.number("kv_backoff", 0.9, low=0.0, high=0.99, low_open=True),
-            waiting_tolerance=p.number("waiting_tolerance", 1.0, low=0.0),
-            preemption_tolerance=p.number("preemption_tolerance", 0.3, low=0.0),
+            floor_tolerance=p.number("floor_tolerance", 0.75, low=0.0, high=1.0, low_open=True),
+            min_gain=p.number("min_gain", 0.03, low=0.0),
+            probe_gain=p.number("probe_gain", 0.1, low=0.0, high=1.0, low_open=True),
+            probe_every=p.number("probe_every", 10.0, low=0.0),
+            probe_dwell=p.number("probe_dwell", 4.0, low=0.0, low_open=True),
+            settle=p.number("settle", 2.0, low=0.0),
+            half_life=p.number("half_life", 10.0, low=0.0, high=memory, low_open=True),
+            memory=memory,
+            floor_memory=p.number("floor_memory", 120.0, low=0.0),
             evidence_alpha=p.number("evidence_alpha", 0.01, low=0.0, high=1.0),
         )
         p.finish()
@@ -163,104 +129,109 @@ class SLALimit:
 
     def update(self, obs: Observation) -> Decision:
         decision = self._decide(obs)
-        if decision.direction is Direction.DOWN:
-            self._decreased = True
+        found = self._floor_found
+        if decision.latency_floor is None and found is not None and obs.now < found[1]:
+            decision = replace(decision, latency_floor=found[0])
         return decision
 
     def _decide(self, obs: Observation) -> Decision:
-        limit = obs.limit
-        over, over_ratio = self._over_target(obs)
-        if obs.sample_count < obs.min_samples and over is None:
-            pending = (
-                f"; {obs.preemptions_delta:g} preemptions wait for evidence"
-                if obs.preemptions_delta > 0
-                else ""
-            )
-            return decide(
-                obs,
-                limit,
-                "insufficient_samples",
-                f"{obs.sample_count} of {obs.min_samples} samples since the last change{pending}",
-            )
-        if obs.preemptions_delta > self.preemption_tolerance * obs.completed:
-            return decide(
-                obs,
-                _lower(limit, limit * self.preemption_backoff),
-                "preemptions",
-                f"{obs.preemptions_delta:g} preemptions since last tick: "
-                f"{limit} x {self.preemption_backoff:g}",
-            )
-        if over is not None:
-            factor = max(1.0 - self.max_decrease, 1.0 / (1.0 + self.decrease_gain * (over_ratio - 1.0)))
-            return decide(
-                obs,
-                _lower(limit, limit * factor),
-                "p90_over_target",
-                f"{over} P90 {obs.p90[over]:.3f}s is {over_ratio:.2f}x its target "
-                f"{self.sla.targets()[over]:g}s on {obs.counts.get(over, 0)} values: {limit} x {factor:.2f}",
-            )
-        sig = obs.signals
-        kv = sig.kv_usage if sig is not None else None
-        waiting = (sig.waiting if sig is not None else None) or 0.0
-        kv_high = kv is not None and kv >= self.kv_high_water
-        queueing = self._queueing(sig, waiting)
-        if waiting > self.waiting_tolerance:
-            if kv_high:
-                return decide(
-                    obs,
-                    _lower(limit, limit * self.kv_backoff),
-                    "kv_saturated",
-                    f"KV usage {kv:.2f} >= {self.kv_high_water:g} with {waiting:g} waiting: "
-                    f"{limit} x {self.kv_backoff:g}",
-                )
-            if queueing:
-                running = sig.running if sig is not None else None
-                target = limit - 1 if running is None else running + self.waiting_tolerance
-                return decide(
-                    obs,
-                    _lower(limit, target),
-                    "backend_queueing",
-                    f"backend queues {waiting:g} requests with {running} running, two scrapes in a row",
-                )
-        # An increase also heeds the signals measured on fewer than min_samples requests: on so few,
-        # the nearest-rank P90 is the largest value or next to it, the cautious reading.
         signal, ratio = worst_ratio(obs, self.sla)
-        p90_text = f"worst P90/target {ratio:.2f}" if signal is not None else "no SLA signal"
-        if signal is not None and ratio > 1.0:
-            return decide(
-                obs,
-                limit,
-                "insufficient_samples",
-                f"{signal} P90 is {ratio:.2f}x its target on {obs.counts.get(signal, 0)} of "
-                f"{obs.min_samples} values since the last change",
-            )
-        if ratio >= self.increase_below:
-            return decide(obs, limit, "steady", f"{p90_text} within [{self.increase_below:g}, 1]")
         if not is_binding(obs):
+            # A limit that holds nothing back has produced no evidence about itself.
+            self._probe_from = None
+            return decide(
+                obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}"
+            )
+        if obs.interval > 0 and obs.since_change >= self._settle(obs):
+            self.ledger.record_rate(obs.now, obs.limit, obs.delivered_tokens, obs.interval)
+        over, over_ratio = self._over_target(obs)
+        if over is not None:
+            self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
+            return self._over(obs, over, over_ratio)
+        if signal is not None and self._evident(obs):
+            self.ledger.record_ratio(obs.now, obs.limit, ratio, obs.p90[signal])
+            if ratio <= 1.0:
+                self._floor_found = None
+        if ratio > 1.0:
             return decide(
                 obs,
-                limit,
-                "not_binding",
-                f"peak inflight {obs.peak_inflight} < limit {limit}, nothing queued",
+                obs.limit,
+                "insufficient_samples",
+                f"{signal} P90 is {ratio:.2f}x its target on {obs.counts.get(signal, 0) if signal else 0} "
+                f"of {obs.min_samples} values since the last change",
             )
-        if limit >= obs.ceiling:
-            return decide(obs, limit, "at_ceiling", f"limit at ceiling {obs.ceiling}")
-        if kv_high:
-            return decide(obs, limit, "kv_saturated", f"KV usage {kv:.2f} >= {self.kv_high_water:g}")
-        if ratio < self.slow_start_below and not self._decreased:
-            step = max(self.increase_step, limit)  # slow start: double until the first congestion
+        return self._climb(obs, ratio)
+
+    # -- over target ----------------------------------------------------------------------------
+
+    def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
+        floor = self._floor(obs, signal)
+        if floor is not None:
+            return self._infeasible(obs, floor)
+        self._probe_from = None
+        limit = obs.limit
+        lower = self.ledger.below(obs.now, limit)
+        if lower is not None and lower.ratio is not None and lower.ratio < r:
+            wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
+            how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
         else:
-            step = self._headroom_step(limit, ratio)
+            wanted = limit / r
+            how = f"{limit} / {r:.2f}"
+        wanted = max(wanted, limit * (1.0 - self.max_decrease))
         return decide(
-            obs, limit + step, "headroom", f"binding, {p90_text} < {self.increase_below:g}: +{step}"
+            obs,
+            min(limit - 1, math.floor(wanted)),
+            "p90_over_target",
+            f"{signal} P90 {obs.p90[signal]:.3f}s is {r:.2f}x its target on "
+            f"{obs.counts.get(signal, 0)} values: to where it meets it, {how}",
         )
 
-    def _over_target(self, obs: Observation) -> tuple[Signal | None, float]:
-        """The signal furthest over its target among those with the evidence to cut on.
+    def _infeasible(self, obs: Observation, floor: dict[Signal, float]) -> Decision:
+        """No limit meets the SLA: go where the most was delivered, and keep probing for more."""
+        text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
+        d = self._climb_rate(obs)
+        limit, detail = d.limit, d.detail
+        return decide(obs, limit, "sla_infeasible", f"latency floor {text} over target; {detail}", floor)
 
-        Evidence: `min_samples` values behind the P90, or fewer values of which so many exceed the
-        target that a P90 at the target would rarely produce them (`quantile_exceeds`).
+    def _floor(self, obs: Observation, signal: Signal) -> dict[Signal, float] | None:
+        """The latency the limit does not bring under target, if measured; else None.
+
+        Proven by the front end's own delay (proxy TTFT P90 - the engine's TTFT P90) over target, or
+        by the ledger: its lowest limit misses the target and is the floor, or a line through its
+        lowest and highest limits (at least 1 / t apart) misses it at the floor.
+        Remembered for `floor_memory` seconds, or until a P90 meets its target.
         """
+        target = self.sla.target(signal)
+        assert target is not None
+        sig = obs.signals
+        found: dict[Signal, float] | None = None
+        if (
+            signal == "ttft"
+            and sig is not None
+            and sig.ttft_p90 is not None
+            and sig.at > obs.now - 2 * obs.interval
+        ):
+            outside = obs.p90["ttft"] - sig.ttft_p90
+            if outside >= target:
+                found = {"ttft": outside}
+        entries = [e for e in self.ledger.fresh(obs.now) if e.ratio is not None]
+        if found is None and entries and _misses(entries[0]):
+            low, high = entries[0], entries[-1]
+            assert low.ratio is not None and high.ratio is not None
+            proven = low.limit <= obs.floor
+            if high.limit >= low.limit / self.floor_tolerance:
+                slope = (high.ratio - low.ratio) / (high.limit - low.limit)
+                proven = proven or low.ratio - slope * (low.limit - obs.floor) > 1.0
+            if proven:
+                found = {signal: min(e.p90 for e in entries if e.p90 is not None)}
+        if found is not None:
+            self._floor_found = (found, obs.now + self.floor_memory)
+        elif self._floor_found is not None and obs.now < self._floor_found[1]:
+            found = self._floor_found[0]
+        return found
+
+    def _over_target(self, obs: Observation) -> tuple[Signal | None, float]:
+        """The signal furthest over its target among those with the evidence to cut on."""
 
         def evident(signal: Signal, target: float) -> bool:
             return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
@@ -270,28 +241,103 @@ class SLALimit:
         signal, ratio = worst_ratio(obs, self.sla, admit=evident)
         return (signal, ratio) if ratio > 1.0 else (None, ratio)
 
-    def _queueing(self, sig: BackendSignals | None, waiting: float) -> bool:
-        """Whether vLLM's own queue held more than the tolerance in this scrape and the one before.
+    # -- within target ---------------------------------------------------------------------------
 
-        One scrape is not enough: requests the gateway just dispatched (a limit increase hands out
-        several slots at once) wait inside vLLM until its next step admits them, and a scrape taken
-        in those milliseconds would undo every increase. A queue that persists from one scrape to
-        the next is vLLM out of room.
-        """
-        if sig is None:
-            return False
-        if sig.at != self._scrape_at:
-            self._scrape_at = sig.at
-            self._queued_before, self._queued_now = self._queued_now, waiting > self.waiting_tolerance
-        return self._queued_now and self._queued_before
+    def _climb(self, obs: Observation, r: float) -> Decision:
+        """Within target: grow while latency has room, unless a lower limit delivered clearly more."""
+        now, limit = obs.now, obs.limit
+        here = self.ledger.get(limit)
+        best = self.ledger.best(now, self.probe_dwell)
+        measured = here is not None and here.seconds >= self.probe_dwell and now - here.at <= obs.interval
+        if (
+            measured
+            and here is not None
+            and best is not None
+            and best.limit < limit
+            and self._gain(best, here)
+        ):
+            self._next_probe_at = now + self.probe_every
+            lower = max(best.limit, limit - self._step_size(limit))
+            return decide(obs, lower, "throughput_falls", _compare(best, here))
+        if r < self.increase_below and self._may_grow(obs):
+            room = math.floor(limit * (self.increase_below / r - 1.0)) if r > 0 else limit
+            step = max(self._step_size(limit), min(room, math.ceil(math.sqrt(limit))))
+            known = [
+                e.limit
+                for e in self.ledger.fresh(now)
+                if e.limit > limit and e.ratio is not None and e.ratio >= self.increase_below
+            ]
+            step = min(step, obs.ceiling - limit, min(known, default=obs.ceiling) - 1 - limit)
+            if step > 0:
+                return decide(
+                    obs, limit + step, "probe", f"worst P90/target {r:.2f} < {self.increase_below:g}: +{step}"
+                )
+        return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
 
-    def _headroom_step(self, limit: int, ratio: float) -> int:
-        """How far to grow: to where P90 would reach the band's edge if it grew in proportion to
-        the limit, at least `increase_step` and at most Envoy's sqrt(L) headroom."""
-        proportional = limit * (self.increase_below / ratio - 1.0) if ratio > 0 else math.inf
-        return max(self.increase_step, min(math.floor(proportional), math.ceil(math.sqrt(limit))))
+    def _climb_rate(self, obs: Observation) -> Decision:
+        """Latency cannot be met: probe upward and keep a step only if the rate rose by g."""
+        now, limit = obs.now, obs.limit
+        here = self.ledger.get(limit)
+        measured = here is not None and here.seconds >= self.probe_dwell and now - here.at <= obs.interval
+        if self._probe_from is None:
+            best = self.ledger.best(now, self.probe_dwell)
+            if (
+                best is not None
+                and best.limit != limit
+                and (here is None or self._gain(best, here))
+                and measured
+            ):
+                self._next_probe_at = now + self.probe_every
+                return decide(
+                    obs, best.limit, "throughput_falls", "holding the limit with the most throughput"
+                )
+            if self._may_grow(obs):
+                step = min(max(self._step, self._step_size(limit)), obs.ceiling - limit)
+                self._probe_from = limit
+                return decide(obs, limit + step, "probe", f"trying {limit + step}")
+            return decide(obs, limit, "steady", "holding the limit with the most throughput")
+        start = self.ledger.get(self._probe_from)
+        if not measured or here is None:
+            return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
+        if start is None or self._gain(here, start):
+            # Slow start: a gain of half the proportional one doubles the next step.
+            strong = start is None or here.rate >= start.rate * (
+                1.0 + 0.5 * (limit - start.limit) / start.limit
+            )
+            self._step = 2 * (limit - self._probe_from) if strong else 0
+            self._probe_from = None
+            return decide(obs, limit, "probe", "" if start is None else _compare(here, start))
+        back, self._probe_from, self._step = self._probe_from, None, 0
+        self._next_probe_at = now + self.probe_every
+        return decide(obs, back, "no_gain", _compare(start, here))
+
+    def _may_grow(self, obs: Observation) -> bool:
+        return (
+            self._evident(obs)
+            and obs.since_change >= self._settle(obs)
+            and obs.now >= self._next_probe_at
+            and obs.limit < obs.ceiling
+        )
+
+    def _step_size(self, limit: int) -> int:
+        return max(1, round(self.probe_gain * limit))
+
+    def _evident(self, obs: Observation) -> bool:
+        """Whether some SLA signal is measured and each measured one stands on min_samples values."""
+        measured = [s for s in self.sla.targets() if s in obs.p90]
+        return bool(measured) and all(obs.counts.get(s, 0) >= obs.min_samples for s in measured)
+
+    def _gain(self, a: Entry, b: Entry) -> bool:
+        """Whether `a` delivered clearly more than `b`."""
+        return a.rate > (1.0 + self.min_gain) * b.rate
+
+    def _settle(self, obs: Observation) -> float:
+        return max(self.settle, obs.p50.get("e2e", 0.0))
 
 
-def _lower(limit: int, wanted: float) -> int:
-    """A decrease that always moves at least one step, whatever the rounding."""
-    return min(limit - 1, math.floor(wanted))
+def _misses(entry: Entry) -> bool:
+    return entry.ratio is not None and entry.ratio > 1.0 and entry.p90 is not None
+
+
+def _compare(a: Entry, b: Entry) -> str:
+    return f"{a.limit} delivered {a.rate:.0f} tok/s, {b.limit} {b.rate:.0f} tok/s"

@@ -78,6 +78,7 @@ class SimApp:
         self.created = int(time.time())
         self._fault_rng = random.Random(seed ^ 0x5EED)
         self._hang_released = asyncio.Event()
+        self._front_busy = asyncio.Lock()
         self._routes: dict[tuple[str, str], Callable[[Scope, Receive, Send], Awaitable[None]]] = {
             ("POST", "/v1/chat/completions"): self._chat,
             ("POST", "/v1/completions"): self._completion,
@@ -216,8 +217,7 @@ class SimApp:
 
     async def _generate(self, req: Generate, prefix: str, receive: Receive, send: Send) -> None:
         self._maybe_fail()
-        if self.profile.frontend_overhead > 0:
-            await asyncio.sleep(self.profile.frontend_overhead)
+        await self._front_end()
         stream = self.driver.submit(
             req.prompt_len, req.hashes, max_tokens=req.max_tokens, ignore_eos=req.ignore_eos
         )
@@ -235,6 +235,17 @@ class SimApp:
             with contextlib.suppress(RuntimeError):
                 await drop_connection(send, receive)
 
+    async def _front_end(self) -> None:
+        """Hold the request as the API server would before the engine sees it (gateway.sim.frontend):
+        a parallel delay (the profile's overhead plus the `frontend_delay` fault), then the host's
+        per-request busy time, one request at a time."""
+        hold = self.profile.frontend_overhead + self.driver.faults.frontend_delay
+        if hold > 0:
+            await asyncio.sleep(hold)
+        if self.profile.frontend_busy > 0:
+            async with self._front_busy:
+                await asyncio.sleep(self.profile.frontend_busy)
+
     async def _watch(self, receive: Receive, stream: TokenStream) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
@@ -249,7 +260,7 @@ class SimApp:
             await send({"type": "http.response.body", "body": writer.role(), "more_body": True})
         while True:
             start = stream.taken
-            count = await stream.next()
+            count = await stream.next(self.profile.stream_burst)
             if count == 0:
                 if stream.aborted:
                     return  # client gone or server dying: no [DONE]

@@ -12,7 +12,7 @@ from gateway.sim.faults import Faults
 from gateway.sim.profiles import Profile, get_profile, profile_names
 from gateway.sim.server import SimConfig, SimServer
 
-_FAULT_FLAGS = ("speed", "error_rate", "error_status", "hang", "die")
+_FAULT_FLAGS = ("speed", "error_rate", "error_status", "frontend_delay", "hang", "die")
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +34,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     faults.add_argument("--speed", type=float, default=1.0, help="0.5 = half as fast")
     faults.add_argument("--error-rate", type=float, default=0.0)
     faults.add_argument("--error-status", type=int, default=500)
+    faults.add_argument(
+        "--frontend-delay",
+        type=float,
+        default=0.0,
+        help="extra seconds the API server holds every request before the engine sees it",
+    )
     faults.add_argument("--hang", action="store_true")
     faults.add_argument("--die", action="store_true")
 

@@ -49,10 +49,11 @@ class TokenStream:
         self.aborted = self.aborted or aborted
         self._wake()
 
-    async def next(self) -> int:
+    async def next(self, burst: int = 1) -> int:
         """How many tokens arrived since the last call (coalesced, as vLLM's output collector
-        merges outputs a slow reader has not taken); 0 once the stream has ended."""
-        while self._ready == 0 and not self.ended:
+        merges outputs a slow reader has not taken), waiting for at least `burst` of them unless
+        the stream ends first; 0 once the stream has ended."""
+        while self._ready < burst and not self.ended:
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter

@@ -2,6 +2,8 @@
 
 - speed: factor on the engine's pace; 0.5 makes every step take twice its modelled time.
 - error_rate, error_status: that fraction of inference requests is answered with that status.
+- frontend_delay: extra seconds the API server holds every request before the engine sees it
+  (a CPU-starved host): a latency floor outside the engine that no concurrency limit controls.
 - hang: requests are accepted and never answered, and the engine stops stepping; after a reset
   the hung connections are dropped.
 - die: every route but the admin one drops its connection without an answer, streams in flight
@@ -20,6 +22,7 @@ class Faults:
     speed: float = 1.0
     error_rate: float = 0.0
     error_status: int = 500
+    frontend_delay: float = 0.0
     hang: bool = False
     die: bool = False
 
@@ -30,6 +33,8 @@ class Faults:
             raise ValueError("error_rate must be within 0..1")
         if not 400 <= self.error_status <= 599:
             raise ValueError("error_status must be a 4xx or 5xx status")
+        if not self.frontend_delay >= 0:
+            raise ValueError("frontend_delay must be >= 0")
 
     @property
     def normal(self) -> bool:
@@ -53,7 +58,7 @@ class Faults:
             elif key == "error_status":
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise ValueError("error_status must be an int")
-            elif key in ("speed", "error_rate"):
+            elif key in ("speed", "error_rate", "frontend_delay"):
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise ValueError(f"{key} must be a number")
                 value = float(value)

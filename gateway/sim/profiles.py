@@ -55,7 +55,13 @@ class Profile:
     step_per_seq: float = 0.0
     """gamma, seconds per sequence in the step (sampling and bookkeeping; matters on a CPU)."""
     frontend_overhead: float = 0.0
-    """Seconds the API server spends on a request before the engine sees it (parsing, tokenizing)."""
+    """Seconds the API server spends on a request before the engine sees it (parsing, tokenizing),
+    in parallel for all requests: a latency floor no concurrency limit changes."""
+    frontend_busy: float = 0.0
+    """Host seconds the API server spends on each request one at a time, before the engine sees it
+    (a CPU-starved front end): requests queue for it outside the engine's counts."""
+    stream_burst: int = 1
+    """Tokens the API server writes to a stream at once (1: every token as it is produced)."""
     bytes_per_token: float = 4.0
     chat_tokens_per_message: int = 4
     chat_tokens_base: int = 3
@@ -80,8 +86,10 @@ class Profile:
                 raise ValueError(f"{field} must be >= 0, got {getattr(self, field)}")
         if self.bytes_per_token <= 0:
             raise ValueError("bytes_per_token must be > 0")
-        if self.frontend_overhead < 0:
-            raise ValueError("frontend_overhead must be >= 0")
+        if self.frontend_overhead < 0 or self.frontend_busy < 0:
+            raise ValueError("frontend_overhead and frontend_busy must be >= 0")
+        if self.stream_burst < 1:
+            raise ValueError("stream_burst must be >= 1")
         if self.output_sigma < 0:
             raise ValueError("output_sigma must be >= 0")
 

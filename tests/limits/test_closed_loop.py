@@ -1,67 +1,99 @@
-"""The SLA controller in a closed loop against the simulated vLLM engine, in virtual time.
-
-The engine model (gateway.sim, profile tiny-cpu) batches, fills a paged KV cache and preempts like
-vLLM; the harness (loadtests/bench_algorithms.py) drives it through a real Limiter. Virtual time
-makes these runs deterministic and fast, so the claims below are about behaviour, not timing.
+"""The SLA controller in a closed loop against the simulated vLLM engine and its front end, in
+virtual time (loadtests/controller/sim_loop.py): the failures a real engine on a busy host showed,
+and settling. Deterministic and fast, so the claims are about behaviour, not timing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
+
 import pytest
 
 from gateway.limits import create
+from gateway.sim.profiles import get_profile
 from gateway.types import SLA
-from loadtests.bench_algorithms import Run, phase_stats, simulate
+from loadtests.controller.matrix import Workload
+from loadtests.controller.sim_loop import Run, Scenario, simulate
 
-TPOT = SLA(tpot_p90=0.008)
+# The real-engine runs: 80 closed-loop streaming clients, prompts of about 260 tokens, 300 output
+# tokens, TTFT P90 1 s and TPOT P90 0.2 s.
+ISSUE = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
+SLOW_FRONT = SLA(ttft_p90=1.0, tpot_p90=0.2)
+ENGINE = get_profile("tiny-cpu-4l")
 
 
-@pytest.fixture(scope="module")
-def halving_run() -> Run:
-    return simulate(
-        create("sla", {}, TPOT), clients=48, duration=300.0, slowdowns=[(100.0, 2.0), (200.0, 1.0)]
+def tput(run: Run, start: float, end: float) -> float:
+    return sum(d.output_tokens for d in run.done if start <= d.finished_at < end) / (end - start)
+
+
+def limits(run: Run, start: float, end: float) -> list[int]:
+    return [t.limit for t in run.ticks if start <= t.at < end]
+
+
+def test_latency_floor_outside_the_engine_is_reported_not_chased() -> None:
+    # From t = 30 s the front end holds every request 1.2 s before the engine sees it: the TTFT
+    # target of 1 s cannot be met at any limit.
+    scenario = Scenario(holds=[(30.0, 1.2)])
+    direct = simulate(ISSUE, None, SLOW_FRONT, duration=120.0, scenario=scenario)
+    run = simulate(ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario)
+    assert tput(run, 60.0, 120.0) >= 0.8 * tput(direct, 60.0, 120.0)
+    assert min(limits(run, 60.0, 120.0)) > 2
+    state = run.states[-1]
+    assert state["sla_infeasible"] is True
+    floor = state["latency_floor"]
+    assert isinstance(floor, dict) and floor["ttft"] >= 1.0
+
+
+def test_climbs_past_kv_saturation_while_throughput_rises() -> None:
+    # Requests held 1 s outside the engine: the engine fills only when the gateway admits more than
+    # the KV cache holds (8,192 tokens / 560 per request = 14.6), and throughput rises up to ~24.
+    profile = dataclasses.replace(get_profile("tiny-cpu"), frontend_overhead=1.0, stream_burst=4)
+    sla = SLA(ttft_p90=5.0, tpot_p90=0.2)
+    best = max(
+        tput(simulate(ISSUE, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile), 40.0, 120.0)
+        for n in (16, 24, 32)
     )
+    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=120.0, profile=profile)
+    assert tput(run, 40.0, 120.0) >= 0.95 * best
+    assert statistics.mean(limits(run, 40.0, 120.0)) > 20
+    # The gateway holds requests the engine does not count (running + waiting).
+    gaps = [t.inflight - t.engine_count for t in run.ticks if t.at >= 40.0]
+    assert statistics.mean(gaps) >= 3
 
 
-def test_overload_goodput_close_to_the_best_fixed_limit(halving_run: Run) -> None:
-    adaptive = phase_stats(halving_run, 40.0, 100.0, TPOT)
-    assert adaptive.worst_ratio <= 1.1
-    best = 0.0
-    for limit in (10, 12, 14):
-        run = simulate(create("fixed", {"limit": limit}, TPOT), clients=48, duration=100.0)
-        fixed = phase_stats(run, 40.0, 100.0, TPOT)
-        if fixed.worst_ratio <= 1.0:
-            best = max(best, fixed.tokens_per_s)
-    assert best > 0
-    assert adaptive.tokens_per_s >= 0.95 * best
+def test_idle_gateway_does_not_move_on_traffic_it_did_not_send() -> None:
+    # The gateway's eight clients stop at 25 s; from 40 s others load the engine directly.
+    scenario = Scenario(bypass=[(40.0, 90.0, 80)], gateway_until=25.0)
+    algorithm = create("sla", {}, SLOW_FRONT)
+    run = simulate(ISSUE, algorithm, SLOW_FRONT, duration=90.0, scenario=scenario, clients=8)
+    idle = [t for t in run.ticks if t.at >= 40.0]
+    quiet_from = next(i for i, t in enumerate(idle) if t.inflight == 0)
+    assert len({t.limit for t in idle[quiet_from:]}) == 1
 
 
-def test_back_under_target_after_capacity_halves(halving_run: Run) -> None:
-    halved = phase_stats(halving_run, 100.0, 200.0, TPOT)
-    assert halved.converged_after is not None and halved.converged_after <= 30.0
-    settled = phase_stats(halving_run, 130.0, 200.0, TPOT)
-    assert settled.worst_ratio <= 1.1
-    before = phase_stats(halving_run, 40.0, 100.0, TPOT).mean_limit
-    assert settled.mean_limit < 0.6 * before
+def test_traffic_bypassing_the_gateway_does_not_drive_it_to_its_floor() -> None:
+    # Eight clients go through the gateway while sixty load the engine directly.
+    scenario = Scenario(bypass=[(20.0, 120.0, 60)])
+    direct = simulate(ISSUE, None, SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
+    run = simulate(ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
+    assert min(limits(run, 60.0, 120.0)) > 1
+    assert tput(run, 40.0, 120.0) >= 0.8 * tput(direct, 40.0, 120.0)
 
 
-def test_limit_climbs_back_when_capacity_returns(halving_run: Run) -> None:
-    before = phase_stats(halving_run, 40.0, 100.0, TPOT)
-    after = phase_stats(halving_run, 250.0, 300.0, TPOT)
-    assert after.mean_limit >= 0.85 * before.mean_limit
-    assert after.worst_ratio <= 1.1
+@pytest.mark.xfail(strict=True, reason="the limit still moves about 20% around its mean near the TPOT knee")
+def test_limit_settles_in_steady_load() -> None:
+    sla = SLA(ttft_p90=2.0, tpot_p90=0.05)
+    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=150.0)
+    steady = limits(run, 60.0, 150.0)
+    mean = statistics.mean(steady)
+    assert max(abs(n - mean) for n in steady) < 0.15 * mean
 
 
-def test_preemptions_hold_the_limit_near_the_kv_knee() -> None:
-    # A loose TTFT target never binds; KV pressure (the KV ceiling and the preemption rule) must
-    # stop the limit from climbing regardless.
-    sla = SLA(ttft_p90=5.0)
-    run = simulate(create("sla", {}, sla), clients=48, duration=150.0)
-    steady = phase_stats(run, 50.0, 150.0, sla)
-    # 8,192 KV tokens / (232 + 300) tokens per request = 15.4: the knee is near there.
-    assert 12 <= steady.mean_limit <= 18
-    fixed24 = phase_stats(
-        simulate(create("fixed", {"limit": 24}, sla), clients=48, duration=150.0), 50.0, 150.0, sla
-    )
-    assert steady.preemptions < fixed24.preemptions / 3
-    assert steady.tokens_per_s >= 0.95 * fixed24.tokens_per_s
+def test_capacity_steps_are_followed_within_15_seconds() -> None:
+    sla = SLA(ttft_p90=1.0, tpot_p90=0.015)
+    scenario = Scenario(slowdowns=[(60.0, 2.0), (120.0, 1.0)])
+    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=180.0, scenario=scenario)
+    late = [d for d in run.done if 75.0 <= d.finished_at < 120.0 and d.tpot is not None]
+    assert sorted(d.tpot for d in late if d.tpot)[int(0.9 * len(late))] <= 1.1 * 0.015
+    assert tput(run, 135.0, 180.0) >= 0.9 * tput(run, 40.0, 60.0)

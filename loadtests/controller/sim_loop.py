@@ -1,0 +1,308 @@
+"""Closed-loop clients through a `Limiter` into the simulated vLLM engine and its front end, in
+virtual time: the gateway as the controller sees it, fast and deterministic.
+
+Clients send one request each, wait for its end, and send the next. Through the gateway a request
+waits in a FIFO queue until the limiter has room; without a limiter (`algorithm=None`, "direct")
+it goes straight to the server. The server's front end (gateway.sim.frontend) holds it before the
+engine counts it and streams its tokens in bursts; the engine (gateway.sim.engine) batches, fills
+its KV cache and preempts like vLLM. Every `interval` seconds the engine's metrics are scraped
+(running, waiting, KV, preemptions, and the window P90 of the engine's own TTFT and e2e) and the
+control loop ticks. Scheduled changes model what a real host does: capacity steps (`slowdowns`),
+front-end delay steps (`holds`) and clients that bypass the gateway (`bypass`).
+Time is the engine's modelled step time: nothing sleeps and nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gateway.limiter import Limiter, Slot
+from gateway.limits import LimitAlgorithm
+from gateway.sim.engine import Engine
+from gateway.sim.engine import Sequence as Seq
+from gateway.sim.frontend import FrontEnd
+from gateway.sim.profiles import Profile, get_profile
+from gateway.types import SLA, BackendSignals, Sample
+from gateway.window import nearest_rank
+from loadtests.controller.matrix import Workload
+
+STEP_FIELDS = ("step_base", "step_mem", "step_per_token", "step_per_kv_token", "step_per_seq")
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """One request that went through the gateway (or straight to the server) and finished."""
+
+    finished_at: float
+    ttft: float | None
+    tpot: float | None
+    e2e: float
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    at: float
+    limit: int
+    inflight: int
+    engine_count: int
+    """vLLM's running + waiting: what the engine sees of all traffic."""
+    reason: str
+
+
+@dataclass
+class Run:
+    duration: float
+    done: list[Done] = field(default_factory=list)
+    ticks: list[Tick] = field(default_factory=list)
+    states: list[dict[str, object]] = field(default_factory=list)
+    """The limiter's `state()` at each tick."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """What happens to the server during a run, as (from time, value) steps."""
+
+    slowdowns: Sequence[tuple[float, float]] = ()
+    """Step time x factor from that time on (2.0 halves capacity)."""
+    holds: Sequence[tuple[float, float]] = ()
+    """Front-end hold (seconds per request, outside the engine) from that time on."""
+    bypass: Sequence[tuple[float, float, int]] = ()
+    """(start, end, clients): closed-loop clients that send straight to the server."""
+    gateway_until: float = float("inf")
+    """The gateway's clients send no new request after this time (the gateway goes idle)."""
+
+
+class Progress:
+    """A stream's progress as the proxy sees it (gateway.types.StreamProgress)."""
+
+    __slots__ = ("events", "first_at", "last_at")
+
+    def __init__(self) -> None:
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        self.events = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Request:
+    sent_at: float
+    prompt_len: int
+    max_tokens: int
+    hashes: list[int]
+    gateway: bool
+    slot: Slot | None = None
+    progress: Progress = field(default_factory=Progress)
+
+
+def slowed(profile: Profile, factor: float) -> Profile:
+    """The profile with every step-time term multiplied by `factor`."""
+    return dataclasses.replace(profile, **{f: getattr(profile, f) * factor for f in STEP_FIELDS})
+
+
+class Loop:
+    def __init__(
+        self,
+        workload: Workload,
+        algorithm: LimitAlgorithm | None,
+        sla: SLA,
+        *,
+        profile: Profile,
+        scenario: Scenario,
+        clients: int | None,
+        interval: float,
+        min_samples: int,
+        seed: int,
+    ) -> None:
+        self.workload = workload
+        self.base = profile
+        self.engine = Engine(profile, random.Random(seed))
+        self.rng = random.Random(seed + 1)
+        self.now = 0.0
+        self.front = FrontEnd(profile.frontend_overhead, profile.frontend_busy, profile.stream_burst)
+        self.limiter = (
+            None
+            if algorithm is None
+            else Limiter(
+                algorithm, clock=lambda: self.now, min_samples=min_samples, overdue_after=sla.ttft_p90
+            )
+        )
+        self.scenario = scenario
+        self.clients = workload.clients if clients is None else clients
+        self.interval = interval
+        self.queue: deque[_Request] = deque()
+        self.pending: list[tuple[float, int, _Request]] = []
+        self.live: dict[int, _Request] = {}
+        self.bypass_active = 0
+        self.engine_ttfts: list[float] = []
+        self.engine_e2es: list[float] = []
+        self.shared = [
+            hash(("shared", j)) for j in range(workload.shared_prefix_tokens // profile.block_size)
+        ]
+        self._uid = 0
+
+    def request(self, gateway: bool) -> _Request:
+        w, block = self.workload, self.base.block_size
+        prompt = self.rng.randint(*w.prompt_tokens)
+        self._uid += 1
+        own = [hash((self._uid, j)) for j in range(prompt // block)]
+        hashes = (self.shared + own[len(self.shared) :])[: prompt // block]
+        return _Request(self.now, prompt, self.rng.randint(*w.output_tokens), hashes, gateway)
+
+    def send(self, req: _Request) -> None:
+        if req.gateway and self.limiter is not None:
+            self.queue.append(req)
+        else:
+            self.to_server(req)
+
+    def to_server(self, req: _Request) -> None:
+        heapq.heappush(self.pending, (self.front.ready_at(self.now), id(req), req))
+
+    def admit(self) -> None:
+        lim = self.limiter
+        while lim is not None and self.queue and lim.has_room():
+            req = self.queue.popleft()
+            req.slot = lim.acquire()
+            req.sent_at = self.now
+            if self.workload.stream:
+                req.slot.streaming(self.now, req.progress)
+            self.to_server(req)
+        while self.pending and self.pending[0][0] <= self.now:
+            _, _, req = heapq.heappop(self.pending)
+            seq = self.engine.add(
+                req.prompt_len, req.hashes, self.now, max_tokens=req.max_tokens, ignore_eos=True
+            )
+            self.live[seq.uid] = req
+
+    def deliver(self, seq: Seq, finished: bool, run: Run) -> None:
+        req = self.live[seq.uid]
+        if not self.front.delivers(seq.num_output, finished):
+            return
+        p = req.progress
+        if p.first_at is None:
+            p.first_at = self.now
+            if req.slot is not None and self.workload.stream:
+                req.slot.first_token(req.sent_at, self.now - req.sent_at)
+        p.last_at, p.events = self.now, seq.num_output
+        if not finished:
+            return
+        del self.live[seq.uid]
+        n = seq.num_output
+        ttft = p.first_at - req.sent_at if self.workload.stream else None
+        tpot = (self.now - p.first_at) / (n - 1) if self.workload.stream and n > 1 else None
+        e2e = self.now - req.sent_at
+        if req.slot is not None:
+            req.slot.release(Sample(req.sent_at, e2e, ttft, tpot, n, req.prompt_len))
+        if req.gateway:
+            run.done.append(Done(self.now, ttft, tpot, e2e, n))
+            if self.now < self.scenario.gateway_until:
+                self.send(self.request(True))
+        elif self.bypass_active > 0:
+            self.send(self.request(False))
+
+    def scrape(self) -> BackendSignals:
+        e = self.engine
+        ttfts, e2es = sorted(self.engine_ttfts), sorted(self.engine_e2es)
+        self.engine_ttfts, self.engine_e2es = [], []
+        return BackendSignals(
+            at=self.now,
+            kv_usage=e.kv_usage,
+            waiting=float(e.num_waiting),
+            running=float(e.num_running),
+            preemptions_total=float(e.preemptions_total),
+            kv_capacity_tokens=self.base.kv_capacity_tokens,
+            ttft_p90=nearest_rank(ttfts, 0.9),
+            e2e_p90=nearest_rank(e2es, 0.9),
+            finished=float(len(e2es)),
+        )
+
+    def apply_scenario(self, events: list[tuple[float, str, float]]) -> None:
+        while events and events[0][0] <= self.now:
+            _, kind, value = events.pop(0)
+            if kind == "speed":
+                self.engine.profile = slowed(self.base, value)
+            elif kind == "hold":
+                self.front.hold = value
+            elif kind == "bypass_on":
+                self.bypass_active += int(value)
+                for _ in range(int(value)):
+                    self.send(self.request(False))
+            else:
+                self.bypass_active -= int(value)
+
+    def events(self) -> list[tuple[float, str, float]]:
+        s = self.scenario
+        out = [(t, "speed", f) for t, f in s.slowdowns] + [(t, "hold", h) for t, h in s.holds]
+        for start, end, n in s.bypass:
+            out += [(start, "bypass_on", float(n)), (end, "bypass_off", float(n))]
+        return sorted(out)
+
+    def run(self, duration: float) -> Run:
+        run = Run(duration)
+        events = self.events()
+        for _ in range(self.clients):
+            self.send(self.request(True))
+        next_tick = self.interval
+        while self.now < duration:
+            self.apply_scenario(events)
+            self.admit()
+            plan = self.engine.schedule(self.now)
+            if plan.empty:
+                wake = [next_tick, *(t for t, _, _ in events[:1]), *(t for t, _, _ in self.pending[:1])]
+                self.now = max(self.now, min(wake))
+            else:
+                self.now += plan.duration
+                report = self.engine.complete(plan, self.now)
+                self.engine_ttfts += report.ttfts
+                self.engine_e2es += [self.now - s.arrival for s in report.finished]
+                done = {s.uid for s in report.finished}
+                for seq in report.emitted:
+                    self.deliver(seq, seq.uid in done, run)
+            while self.now >= next_tick:
+                self.tick(run)
+                next_tick += self.interval
+        return run
+
+    def tick(self, run: Run) -> None:
+        signals = self.scrape()
+        lim = self.limiter
+        if lim is None:
+            return
+        lim.observe(signals)
+        decision = lim.tick(queued=len(self.queue))
+        engine_count = self.engine.num_running + self.engine.num_waiting
+        run.ticks.append(Tick(self.now, lim.limit, lim.inflight, engine_count, decision.reason))
+        run.states.append(lim.state())
+
+
+def simulate(
+    workload: Workload,
+    algorithm: LimitAlgorithm | None,
+    sla: SLA,
+    *,
+    duration: float,
+    profile: Profile | None = None,
+    scenario: Scenario = Scenario(),
+    clients: int | None = None,
+    interval: float = 1.0,
+    min_samples: int = 20,
+    seed: int = 0,
+) -> Run:
+    """Run `workload` for `duration` virtual seconds through `algorithm` (None: straight to the server)."""
+    loop = Loop(
+        workload,
+        algorithm,
+        sla,
+        profile=profile or get_profile("tiny-cpu-4l"),
+        scenario=scenario,
+        clients=clients,
+        interval=interval,
+        min_samples=min_samples,
+        seed=seed,
+    )
+    return loop.run(duration)

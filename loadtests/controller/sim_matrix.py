@@ -1,0 +1,180 @@
+"""The controller evaluation matrix (loadtests/controller/matrix.py) on the simulated engine, in
+virtual time: per cell, direct, a fixed-limit sweep and the adaptive controllers, and the targets.
+
+Per workload the unloaded P90s are measured first (one client, straight to the server), the SLA
+levels are set from them, then every mode runs the same closed loop (`clients` of the workload)
+for `--duration` virtual seconds and is judged on requests that finished after `--settle`.
+Throughput is output tokens/s; goodput counts only requests that met every target.
+Targets per cell: adaptive throughput >= 90% of direct (unless no fixed limit that meets the SLA
+gets 90% of direct: then meeting the SLA costs throughput and goodput decides); where some fixed
+limit meets the SLA, adaptive goodput >= 95% of the best such limit's and every P90 <= target +
+10%; where none does, `sla_infeasible` reported and throughput >= 90% of direct.
+
+    python -m loadtests.controller.sim_matrix [--server clean|busy-host] [--algorithms sla aimd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.limits import create
+from gateway.sim.profiles import Profile, get_profile
+from gateway.types import SLA
+from gateway.window import nearest_rank
+from loadtests.controller.matrix import LEVELS, WORKLOADS, Workload, targets
+from loadtests.controller.sim_loop import Done, Run, simulate
+
+FIXED = (2, 4, 8, 12, 16, 24, 32, 48)
+SERVERS: dict[str, dict[str, float | int]] = {
+    "clean": {},
+    # The busy host of the real-engine runs: a front end that holds each request (in parallel and
+    # one at a time) before the engine counts it, and writes tokens four at a time.
+    "busy-host": {"frontend_overhead": 0.15, "frontend_busy": 0.004, "stream_burst": 4},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    tput: float
+    goodput: float
+    ratios: dict[str, float]
+    """P90 / target per SLA signal."""
+    mean_limit: float
+    infeasible: bool
+
+    @property
+    def meets(self) -> bool:
+        return all(r <= 1.0 for r in self.ratios.values())
+
+
+def p90s(done: Sequence[Done]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for signal in ("ttft", "tpot", "e2e"):
+        values = sorted(v for d in done if (v := getattr(d, signal)) is not None)
+        p = nearest_rank(values, 0.9)
+        if p is not None:
+            out[signal] = p
+    return out
+
+
+def judge(run: Run, sla: dict[str, float], settle: float) -> Result:
+    done = [d for d in run.done if d.finished_at >= settle]
+    span = run.duration - settle
+    p90 = p90s(done)
+
+    def met(d: Done) -> bool:
+        return all((v := getattr(d, s)) is None or v <= t for s, t in sla.items())
+
+    limits = [t.limit for t in run.ticks if t.at >= settle]
+    last = run.states[-1] if run.states else {}
+    return Result(
+        tput=sum(d.output_tokens for d in done) / span,
+        goodput=sum(d.output_tokens for d in done if met(d)) / span,
+        ratios={s: p90.get(s, math.nan) / t for s, t in sla.items()},
+        mean_limit=sum(limits) / len(limits) if limits else math.nan,
+        infeasible=bool(last.get("sla_infeasible")),
+    )
+
+
+def unloaded(workload: Workload, profile: Profile, duration: float) -> dict[str, float]:
+    run = simulate(workload, None, SLA(), duration=duration, profile=profile, clients=1)
+    return p90s(run.done)
+
+
+def to_sla(t: dict[str, float]) -> SLA:
+    return SLA(ttft_p90=t.get("ttft"), tpot_p90=t.get("tpot"), e2e_p90=t.get("e2e"))
+
+
+def verdict(adaptive: Result, direct: Result, fixed: dict[int, Result]) -> str:
+    meeting = [r.goodput for r in fixed.values() if r.meets]
+    fails = []
+    # Where meeting the SLA costs throughput (no fixed limit that meets it reaches 90% of direct),
+    # goodput against the best such limit is the target that can be met.
+    bound = bool(meeting) and max(meeting) < 0.9 * direct.tput
+    if adaptive.tput < 0.9 * direct.tput and not bound:
+        fails.append("tput<0.9 direct")
+    if meeting:
+        if adaptive.goodput < 0.95 * max(meeting):
+            fails.append("goodput<0.95 best fixed")
+        if any(r > 1.1 for r in adaptive.ratios.values()):
+            fails.append("P90>1.1 target")
+    elif not adaptive.infeasible:
+        fails.append("infeasible not reported")
+    return "PASS" if not fails else "FAIL " + ", ".join(fails)
+
+
+def cell_line(name: str, r: Result, direct: Result) -> str:
+    ratios = " ".join(f"{s}={v:.2f}" for s, v in r.ratios.items())
+    flag = " infeasible" if r.infeasible else ""
+    return (
+        f"  {name:<10} tput {r.tput:6.0f} ({r.tput / direct.tput:4.0%})  goodput {r.goodput:6.0f}  "
+        f"P90/target {ratios}  limit {r.mean_limit:5.1f}{flag}"
+    )
+
+
+def run_workload(
+    workload: Workload, profile: Profile, algorithms: Sequence[str], args: argparse.Namespace
+) -> list[str]:
+    base = unloaded(workload, profile, args.duration)
+    runs = {
+        "direct": simulate(workload, None, SLA(), duration=args.duration, profile=profile, seed=args.seed)
+    }
+    for n in FIXED:
+        algo = create("fixed", {"limit": n}, SLA())
+        runs[f"fixed-{n}"] = simulate(
+            workload, algo, SLA(), duration=args.duration, profile=profile, seed=args.seed
+        )
+    verdicts = []
+    for level in LEVELS:
+        sla = targets(workload, level, base)
+        target_text = ", ".join(f"{s} {t:.3f}s" for s, t in sla.items())
+        print(f"\n{workload.name} / {level}: {target_text}")
+        direct = judge(runs["direct"], sla, args.settle)
+        fixed = {n: judge(runs[f"fixed-{n}"], sla, args.settle) for n in FIXED}
+        print(cell_line("direct", direct, direct))
+        sweep = " ".join(
+            f"{n}:{r.tput:.0f}/{r.goodput:.0f}{'' if r.meets else '!'}" for n, r in fixed.items()
+        )
+        print(f"  fixed      tput/goodput per limit (! misses the SLA): {sweep}")
+        for name in algorithms:
+            algo = create(name, {}, to_sla(sla))
+            run = simulate(
+                workload, algo, to_sla(sla), duration=args.duration, profile=profile, seed=args.seed
+            )
+            result = judge(run, sla, args.settle)
+            v = verdict(result, direct, fixed)
+            print(cell_line(name, result, direct) + f"  {v}")
+            verdicts.append(f"{workload.name}/{level}/{name}: {v}")
+    return verdicts
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--server", choices=sorted(SERVERS), default="clean")
+    parser.add_argument("--profile", default="tiny-cpu-4l")
+    parser.add_argument("--algorithms", nargs="+", default=["sla"])
+    parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
+    parser.add_argument("--duration", type=float, default=120.0)
+    parser.add_argument("--settle", type=float, default=40.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    profile = dataclasses.replace(get_profile(args.profile), **SERVERS[args.server])  # type: ignore[arg-type]
+    started = time.perf_counter()
+    verdicts: list[str] = []
+    for workload in WORKLOADS:
+        if workload.name in args.workloads:
+            verdicts += run_workload(workload, profile, args.algorithms, args)
+    passed = sum(v.endswith("PASS") for v in verdicts)
+    print(f"\n{passed} of {len(verdicts)} cells pass ({args.server}, {time.perf_counter() - started:.0f}s)")
+    for v in verdicts:
+        if not v.endswith("PASS"):
+            print(f"  {v}")
+
+
+if __name__ == "__main__":
+    main()
