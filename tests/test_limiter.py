@@ -32,7 +32,7 @@ class Progress:
 
 
 def limiter(
-    name: str = "sla", params: dict[str, object] | None = None, **kw: object
+    name: str = "aimd", params: dict[str, object] | None = None, **kw: object
 ) -> tuple[Limiter, FakeClock, Counter]:
     clock = FakeClock(100.0)
     wake = Counter()
@@ -94,14 +94,14 @@ def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
 
 
 def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
-    lim, clock, _ = limiter(min_samples=8)
+    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
     slots = fill(lim)
     finish(slots[:2], clock, ttft=3.0)
     assert lim.tick(queued=0).reason == "insufficient_samples"  # two slow ones could be chance
     finish(slots[2:], clock, ttft=3.0)
     clock.now += 1
     d = lim.tick(queued=0)
-    assert (d.reason, d.limit) == ("p90_over_target", 4)  # 8 / 3 -> halved at most
+    assert (d.reason, d.limit) == ("p90_over_target", 4)  # 8 x 0.5
     # Requests dispatched before the change no longer count...
     assert lim.state()["samples"] == 0
     old = Sample(dispatched_at=clock.now - 0.5, e2e=1.0, ttft=9.0)
@@ -185,7 +185,8 @@ def test_state_is_json_ready() -> None:
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2, tpot=0.01))
     lim.tick(queued=0)
     state = json.loads(json.dumps(lim.state()))
-    assert state["algorithm"] == "sla" and state["limit"] == 8 and state["inflight"] == 0
+    assert state["algorithm"] == "aimd" and state["limit"] == 8 and state["inflight"] == 0
+    assert state["sla_infeasible"] is False and state["latency_floor"] is None
     assert state["p90"] == {"ttft": 0.2, "tpot": 0.01, "e2e": 1.0}
     assert state["kv_usage"] == 0.4 and state["last_decision"]["reason"] == "not_binding"
 
@@ -257,7 +258,7 @@ def test_random_sequences_keep_invariants(
 
 
 def test_no_wake_when_a_release_leaves_no_room() -> None:
-    lim, clock, wake = limiter(min_samples=1)
+    lim, clock, wake = limiter("aimd", {"backoff": 0.5}, min_samples=1)
     slots = fill(lim)
     finish(slots[:1], clock, ttft=5.0)
     lim.tick(queued=3)  # 8 -> 4 while 7 are still in flight
@@ -397,3 +398,37 @@ def test_streams_dispatched_before_the_last_change_do_not_count() -> None:
     assert lim.tick(queued=5).direction is Direction.DOWN
     assert lim.p90()["tpot"] == 0.01  # it was sent before the change: it no longer counts
     old.release(None)
+
+
+class Recorder:
+    """An algorithm that holds and keeps every observation (to read what the limiter measured)."""
+
+    name = "recorder"
+    respects_kv_ceiling = True
+
+    def __init__(self) -> None:
+        self.seen: list[Observation] = []
+
+    def initial_limit(self, floor: int, ceiling: int) -> int:
+        return 8
+
+    def update(self, obs: Observation) -> Decision:
+        self.seen.append(obs)
+        return Decision(obs.limit, Direction.HOLD, "steady")
+
+
+def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest() -> None:
+    clock = FakeClock(100.0)
+    algo = Recorder()
+    lim = Limiter(algo, clock=clock)
+    streaming, whole = lim.acquire(), lim.acquire()
+    progress = Progress(first_at=100.1, last_at=100.5, events=40)
+    streaming.streaming(100.0, progress)
+    clock.now = 101.0
+    lim.tick(queued=0)
+    progress.events = 70
+    streaming.release(Sample(dispatched_at=100.0, e2e=1.5, ttft=0.1, output_tokens=100))
+    whole.release(Sample(dispatched_at=100.0, e2e=1.5, output_tokens=25))
+    clock.now = 103.0
+    lim.tick(queued=0)
+    assert [(o.delivered_tokens, o.interval) for o in algo.seen] == [(40.0, 1.0), (85.0, 2.0)]

@@ -284,8 +284,7 @@ class SLALimit:
             if (
                 best is not None
                 and best.limit != limit
-                and (here is None or self._gain(best, here))
-                and measured
+                and (not measured or here is None or self._gain(best, here))
             ):
                 self._next_probe_at = now + self.probe_every
                 return decide(

@@ -51,7 +51,11 @@ def test_climbs_past_kv_saturation_while_throughput_rises() -> None:
     profile = dataclasses.replace(get_profile("tiny-cpu"), frontend_overhead=1.0, stream_burst=4)
     sla = SLA(ttft_p90=5.0, tpot_p90=0.2)
     best = max(
-        tput(simulate(ISSUE, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile), 40.0, 120.0)
+        tput(
+            simulate(ISSUE, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile),
+            40.0,
+            120.0,
+        )
         for n in (16, 24, 32)
     )
     run = simulate(ISSUE, create("sla", {}, sla), sla, duration=120.0, profile=profile)
@@ -76,7 +80,9 @@ def test_traffic_bypassing_the_gateway_does_not_drive_it_to_its_floor() -> None:
     # Eight clients go through the gateway while sixty load the engine directly.
     scenario = Scenario(bypass=[(20.0, 120.0, 60)])
     direct = simulate(ISSUE, None, SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
-    run = simulate(ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
+    run = simulate(
+        ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8
+    )
     assert min(limits(run, 60.0, 120.0)) > 1
     assert tput(run, 40.0, 120.0) >= 0.8 * tput(direct, 40.0, 120.0)
 
