@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms
+.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim
 
 setup: $(STAMP)
 
@@ -125,6 +125,10 @@ bench-sim: setup
 bench-proxy: setup
 	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
 	$(BIN)/python -m loadtests.bench_proxy $(DOCS_ARG)
+
+bench-controller-sim: setup
+	$(BIN)/python -m loadtests.controller.sim_matrix --algorithms sla aimd gradient
+	$(BIN)/python -m loadtests.controller.sim_matrix --server busy-host --algorithms sla aimd gradient
 
 bench-algorithms: setup
 	$(BIN)/python -m loadtests.bench_algorithms

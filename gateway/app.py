@@ -199,6 +199,11 @@ class Gateway:
             for signal in SIGNALS:
                 if signal in p90:
                     m.latency_p90.labels(b.name, signal).set(p90[signal])
+            decision = lim.last_decision
+            floor = decision.latency_floor if decision is not None else None
+            m.sla_infeasible.labels(b.name).set(0 if floor is None else 1)
+            for signal in SIGNALS:
+                m.latency_floor.labels(b.name, signal).set(0.0 if floor is None else floor.get(signal, 0.0))
             s = b.signals
             if s is not None:
                 if s.kv_usage is not None:

@@ -109,6 +109,18 @@ class Metrics:
             ["backend", "signal"],
             registry=r,
         )
+        self.sla_infeasible = Gauge(
+            "gateway_sla_infeasible",
+            "1 while the controller has measured that no limit meets the SLA on this backend.",
+            ["backend"],
+            registry=r,
+        )
+        self.latency_floor = Gauge(
+            "gateway_latency_floor_seconds",
+            "Latency the limit does not control, per signal, while the SLA is infeasible (else 0).",
+            ["backend", "signal"],
+            registry=r,
+        )
         self.sla_target = Gauge(
             "gateway_sla_target_seconds", "Configured P90 latency target.", ["signal"], registry=r
         )

@@ -17,6 +17,8 @@ GAUGES = (
     "gateway_concurrency_floor",
     "gateway_latency_p90_seconds",
     "gateway_sla_target_seconds",
+    "gateway_sla_infeasible",
+    "gateway_latency_floor_seconds",
     "gateway_backend_up",
     "gateway_backend_kv_cache_usage_ratio",
     "gateway_backend_waiting_requests",

@@ -25,6 +25,7 @@ ALERT_NAMES = {
     "GatewayNoHealthyBackends",
     "GatewayKVCacheSaturated",
     "GatewayLimitAtFloor",
+    "GatewaySLAInfeasible",
     "GatewayDown",
 }
 
