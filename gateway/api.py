@@ -151,13 +151,15 @@ class OpenAIProxy:
                     retry_after=rej.retry_after,
                     should_retry=rej.should_retry,
                 ) from None
-            telemetry.queued(model, self._clock() - arrived)
+            waited = self._clock() - arrived
+            telemetry.queued(model, waited)
             tried: list[Backend] = []
             while lease is not None:
                 backend_name = lease.backend
                 extra = [
                     (b"x-gateway-backend", backend_name.encode()),
                     (b"x-request-id", ticket.request_id.encode() if ticket.request_id else b""),
+                    (b"x-gateway-queue-wait", b"%.4f" % waited),
                 ]
                 try:
                     result = await self._upstream.exchange(

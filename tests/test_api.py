@@ -71,6 +71,7 @@ def test_chat_completion(client: openai.OpenAI) -> None:
     )
     assert resp.headers["x-gateway-backend"] in ("sim-0", "sim-1")
     assert resp.headers["x-request-id"]
+    assert 0.0 <= float(resp.headers["x-gateway-queue-wait"]) < 5.0
     chat = resp.parse()
     assert chat.choices[0].message.content
     assert chat.usage is not None and chat.usage.completion_tokens <= 5
