@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 
-from tests.procs import free_port, spawn_gateway, spawn_sim
-from tests.vllm.real_engine import load_script
+from loadtests import closed_loop
+from loadtests.vllm_engine import engine_server, served_model
+from tests.procs import spawn_gateway, spawn_sim
 
 COLUMNS = (
     ("clients", "N", "{:>3}"),
@@ -64,29 +62,6 @@ LIMIT_COLUMNS = (
 
 
 @contextmanager
-def engine_server(given: str | None, hidden_size: int, layers: int) -> Iterator[str]:
-    if given:
-        yield given.rstrip("/")
-        return
-    engine = load_script("engine")
-    venv = Path(os.environ.get("VLLM_VENV", str(engine.CACHE / "vllm-venv")))
-    settings = engine.EngineSettings(
-        venv=venv,
-        model_dir=engine.CACHE / f"tiny-llama-{hidden_size}x{layers}",
-        port=free_port(),
-        hidden_size=hidden_size,
-        layers=layers,
-    )
-    with open(os.devnull, "wb") as log:
-        proc = engine.start(settings, log)
-        try:
-            engine.wait_ready(settings, proc)
-            yield settings.base_url
-        finally:
-            engine.stop(proc)
-
-
-@contextmanager
 def sim_server(given: str | None, profile: str) -> Iterator[str]:
     if given:
         yield given.rstrip("/")
@@ -104,9 +79,7 @@ def gateway_config(engine_url: str, algorithm: str, limit: int | None, sla: floa
     }
 
 
-def compare_limits(
-    engine_url: str, args: argparse.Namespace, closed_loop: ModuleType
-) -> list[dict[str, float | str]]:
+def compare_limits(engine_url: str, args: argparse.Namespace) -> list[dict[str, float | str]]:
     """Direct, fixed limits and adaptive, one after another, on the same engine."""
     model = served_model(engine_url)
     workload = closed_loop.Workload(
@@ -126,11 +99,6 @@ def compare_limits(
         rows.append(row)
         print(table([row], LIMIT_COLUMNS).splitlines()[-1], flush=True)
     return rows
-
-
-def served_model(url: str) -> str:
-    with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
-        return str(json.load(response)["data"][0]["id"])
 
 
 def table(rows: list[dict[str, float | str]], columns: tuple[tuple[str, str, str], ...] = COLUMNS) -> str:
@@ -163,14 +131,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fixed", default="8,16,24,32", help="fixed limits for --limits")
     parser.add_argument("--sla", type=float, default=1.0, help="TTFT P90 target for --limits")
     args = parser.parse_args(argv)
-    closed_loop = load_script("closed_loop")
     levels = [int(n) for n in args.clients.split(",")]
 
     # Stop the servers this script started on SIGTERM too, not only on Ctrl-C.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if args.limits:
         with engine_server(args.engine_url, args.hidden_size, args.layers) as engine_url:
-            rows = compare_limits(engine_url, args, closed_loop)
+            rows = compare_limits(engine_url, args)
         print()
         print(table(rows, LIMIT_COLUMNS))
         if args.json:

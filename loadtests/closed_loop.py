@@ -1,74 +1,78 @@
-"""Closed-loop streaming load against an OpenAI-compatible server, with engine sampling.
+"""Closed-loop load against an OpenAI-compatible server: the one load generator of the real-engine
+benchmarks.
 
-N clients each send one streaming `/v1/completions` request at a time and send the next as
-soon as the previous one ends, for a fixed duration; requests still running at the end are
-allowed to finish. Prompts are distinct strings of random digits: the tiny model's byte-level
-tokenizer has no digit merges, so a prompt of k digits is k tokens, and distinct first
-tokens keep vLLM's prefix cache from sharing blocks between requests.
+N clients each send one request at a time and send the next as soon as the previous one ends,
+until the warm-up and the steady window are over. A request is `/v1/completions` or
+`/v1/chat/completions`, streaming (with the final `usage` chunk) or not, with `ignore_eos` so that
+it generates exactly its `max_tokens`. Prompts are random digits: the tiny engine's byte-level
+tokenizer has no digit merges, so k digits are k tokens, and distinct leading digits keep vLLM's
+prefix cache from sharing blocks between requests; a workload with a shared prefix starts every
+prompt with the same digits, which the cache does share. Lengths are drawn uniformly from the
+workload's ranges, and `max_tokens` is cut so that prompt plus output fits the engine's
+`max_model_len` (a request beyond it is refused with a 400).
 
-Measured per request: time to first token as the client sees it, the time of the last
-token, and the token counts from the final `usage` chunk. Chunk arrival times are not used
-as token times: when its front end falls behind, vLLM merges several tokens into one chunk.
-Throughput spreads each request's `usage` tokens evenly between its first and last token
-and counts what falls in the steady window (after a warm-up, until the clients stop
-sending). While the load runs, the engine's own `/metrics` are sampled (waiting, running,
-KV usage, preemptions) and its TTFT and inter-token histograms are differenced over the
-steady window (from the end of the warm-up until every request has ended).
+When the window ends, requests that are not yet generating (no first token, or not streaming)
+are cancelled at once: none of their tokens can fall in the window. Streams already generating
+get up to `drain_s` to finish, so that their tokens are counted exactly from `usage`; whatever
+is left then is cancelled. Closing the connection makes vLLM (and the gateway) abort the request.
 
-Needs aiohttp and the gateway package (the project's environment).
+Recorded per request: start, first and last token, end, tokens from `usage`, status, and the wait
+in a gateway's queue (`x-gateway-queue-wait`). The client's own CPU time over the run is recorded
+too: it must stay well under one core, or the client would be what limits the measurement.
+Throughput, goodput and P90s are computed from the records by loadtests.goodput.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
+import resource
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
-from gateway.histogram import window_quantile
-from gateway.window import nearest_rank
+from loadtests import goodput
+from loadtests.engine_metrics import EngineSample, EngineWatch
+from loadtests.streaming import StreamReader
 
-SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-LE_RE = re.compile(r'le="([^"]+)"')
-TTFT = "vllm:time_to_first_token_seconds"
-ITL = "vllm:inter_token_latency_seconds"
+TEMPLATE_MARGIN = 32
+"""Tokens kept free under max_model_len for the BOS token and the chat template's role markers."""
 
 
 @dataclass(frozen=True)
 class Workload:
     clients: int
     duration_s: float
+    """Total load time: the warm-up plus the steady window."""
     model: str = "tiny-llama"
-    prompt_tokens: int = 232
-    max_tokens: int = 300
+    endpoint: str = "completions"
+    stream: bool = True
+    prompt_tokens: tuple[int, int] = (232, 232)
+    output_tokens: tuple[int, int] = (300, 300)
+    shared_prefix_tokens: int = 0
+    max_model_len: int | None = None
     warmup_s: float = 3.0
+    drain_s: float = 300.0
     seed: int = 7
     request_timeout_s: float = 300.0
 
 
 @dataclass
 class RequestRecord:
+    stream: bool
     start: float
     first_token: float | None = None
     last_token: float | None = None
     end: float | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    max_tokens: int = 0
     status: int = 0
     error: str = ""
-
-
-@dataclass
-class EngineSample:
-    at: float
-    waiting: float
-    running: float
-    kv_usage: float
-    preemptions: float
+    queue_wait: float = 0.0
+    finished: bool = False
 
 
 @dataclass
@@ -76,53 +80,48 @@ class RunResult:
     workload: Workload
     started: float
     stopped: float
+    """When the clients stopped sending: the end of the steady window."""
     records: list[RequestRecord]
-    samples: list[EngineSample]
-    engine_ttft_p90_s: float | None
-    engine_itl_p90_s: float | None
+    samples: list[EngineSample] = field(default_factory=list)
+    engine_ttft_p90_s: float | None = None
+    engine_itl_p90_s: float | None = None
+    cpu_s: float = 0.0
+    """CPU time (user + system) this process spent over the run."""
+    wall_s: float = 0.0
 
     @property
     def ok(self) -> list[RequestRecord]:
-        return [r for r in self.records if r.status == 200 and not r.error]
+        return [r for r in self.records if goodput.ok(r)]
 
     @property
     def failures(self) -> int:
-        return len(self.records) - len(self.ok)
+        """Requests answered with an error (cancelled requests are not failures)."""
+        return sum(1 for r in self.records if r.status not in (0, 200) or (r.error and r.finished))
 
     def window(self) -> tuple[float, float]:
         begin = self.started + self.workload.warmup_s
         return begin, max(begin + 1e-9, self.stopped)
 
-    def tokens_per_s(self) -> float:
-        """Generated tokens per second in the steady window (clients all busy)."""
-        begin, end = self.window()
-        total = 0.0
-        for r in self.ok:
-            if r.first_token is None or r.last_token is None:
-                continue
-            span = r.last_token - r.first_token
-            if span <= 0:
-                total += r.completion_tokens if begin <= r.first_token < end else 0
-                continue
-            overlap = min(end, r.last_token) - max(begin, r.first_token)
-            total += r.completion_tokens * max(0.0, overlap) / span
-        return total / (end - begin)
+    def tokens_per_s(self, targets: dict[str, float] | None = None) -> float:
+        return goodput.tokens_per_s(self.records, *self.window(), targets)
+
+    def p90s(self) -> dict[str, float]:
+        return goodput.p90s(self.records, *self.window())
+
+    def cpu_share(self) -> float:
+        """The client's CPU time as a share of one core over the run."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
 
     def usage_tokens(self) -> int:
         return sum(r.completion_tokens for r in self.ok)
 
     def ttft_p90_s(self) -> float:
-        return percentile([r.first_token - r.start for r in self.ok if r.first_token], 0.9)
+        """Client-side TTFT P90 (queue included), over all finished requests."""
+        return goodput.percentile([r.first_token - r.start for r in self.ok if r.first_token], 0.9)
 
     def tpot_p90_s(self) -> float:
-        """P90 over requests of the mean gap between tokens as the client saw them."""
-        return percentile(
-            [
-                (r.last_token - r.first_token) / (r.completion_tokens - 1)
-                for r in self.ok
-                if r.first_token and r.last_token and r.completion_tokens > 1
-            ],
-            0.9,
+        return goodput.percentile(
+            [goodput.latencies(r)["tpot"] for r in self.ok if "tpot" in goodput.latencies(r)], 0.9
         )
 
     def preemptions(self) -> float:
@@ -142,192 +141,139 @@ class RunResult:
         return max((s.kv_usage for s in self.samples), default=float("nan"))
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (the gateway's definition); NaN for no values."""
-    value = nearest_rank(sorted(values), q)
-    return float("nan") if value is None else value
-
-
-def parse_metrics(text: str) -> dict[str, list[tuple[str, float]]]:
-    """Prometheus text format to {name: [(labels, value), ...]}."""
-    out: dict[str, list[tuple[str, float]]] = {}
-    for line in text.splitlines():
-        match = SAMPLE_RE.match(line)
-        if match:
-            name, labels, value = match.groups()
-            out.setdefault(name, []).append((labels or "", float(value)))
-    return out
-
-
-def metric_value(metrics: dict[str, list[tuple[str, float]]], name: str) -> float:
-    return sum(value for _, value in metrics.get(name, []))
-
-
-def histogram_buckets(metrics: dict[str, list[tuple[str, float]]], name: str) -> dict[float, float]:
-    buckets: dict[float, float] = {}
-    for labels, value in metrics.get(name + "_bucket", []):
-        le = LE_RE.search(labels)
-        if le:
-            bound = float(le.group(1))
-            buckets[bound] = buckets.get(bound, 0.0) + value
-    return buckets
-
-
-def histogram_quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
-    """Quantile of the observations added between two scrapes, interpolated in the bucket as
-    Prometheus' histogram_quantile does (the gateway's own implementation); NaN when none."""
-    value = window_quantile(q, before, after)
-    return float("nan") if value is None else value
-
-
-def prompt(rng: random.Random, tokens: int) -> str:
+def digits(rng: random.Random, tokens: int) -> str:
     return "".join(rng.choice("0123456789") for _ in range(tokens))
 
 
-async def _one_request(
-    session: aiohttp.ClientSession, url: str, workload: Workload, text: str
-) -> RequestRecord:
-    body = {
+def request_body(workload: Workload, rng: random.Random, prefix: str) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of one request drawn from the workload."""
+    length = rng.randint(*workload.prompt_tokens)
+    shared = prefix[: min(length, len(prefix))]
+    text = shared + digits(rng, length - len(shared))
+    max_tokens = rng.randint(*workload.output_tokens)
+    if workload.max_model_len is not None:
+        max_tokens = max(1, min(max_tokens, workload.max_model_len - length - TEMPLATE_MARGIN))
+    body: dict[str, Any] = {
         "model": workload.model,
-        "prompt": text,
-        "max_tokens": workload.max_tokens,
+        "max_tokens": max_tokens,
         "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream": workload.stream,
     }
-    record = RequestRecord(start=time.monotonic())
+    if workload.stream:
+        body["stream_options"] = {"include_usage": True}
+    if workload.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": text}]
+        return "/v1/chat/completions", body
+    body["prompt"] = text
+    return "/v1/completions", body
+
+
+def _usage(record: RequestRecord, usage: dict[str, Any] | None) -> None:
+    if usage:
+        record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        record.completion_tokens = int(usage.get("completion_tokens") or 0)
+
+
+async def _send(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], record: RequestRecord
+) -> None:
+    async with session.post(url, json=body) as response:
+        record.status = response.status
+        record.queue_wait = float(response.headers.get("x-gateway-queue-wait", 0.0))
+        if response.status != 200:
+            record.error = (await response.text())[:200]
+            return
+        if not record.stream:
+            data = await response.json()
+            _usage(record, data.get("usage"))
+            return
+        reader = StreamReader(record.start)
+        async for raw in response.content:
+            reader.feed(raw, time.monotonic())
+            record.first_token, record.last_token = reader.first_token_at, reader.last_token_at
+            if reader.error:
+                record.error = reader.error[:200]
+                return
+            if reader.done:
+                break
+        _usage(record, reader.usage)
+
+
+async def one_request(
+    session: aiohttp.ClientSession, base_url: str, path: str, body: dict[str, Any], record: RequestRecord
+) -> None:
+    """Send one request and fill `record` in as it progresses."""
     try:
-        async with session.post(url + "/v1/completions", json=body) as response:
-            record.status = response.status
-            if response.status != 200:
-                record.error = (await response.text())[:200]
-                return record
-            async for raw in response.content:
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    break
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    record.error = str(chunk["error"])[:200]
-                    break
-                now = time.monotonic()
-                if chunk.get("choices"):
-                    if record.first_token is None:
-                        record.first_token = now
-                    record.last_token = now
-                usage = chunk.get("usage")
-                if usage:
-                    record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-                    record.completion_tokens = int(usage.get("completion_tokens") or 0)
-    except (aiohttp.ClientError, TimeoutError) as error:
-        record.error = f"{type(error).__name__}: {error}"
+        await _send(session, base_url + path, body, record)
+        record.finished = True
+    except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        record.error = f"{type(error).__name__}: {error}"[:200]
+        record.finished = True
+    except asyncio.CancelledError:
+        record.error = "cancelled when the window ended"
+        raise
     finally:
         record.end = time.monotonic()
-    return record
 
 
-async def scrape(session: aiohttp.ClientSession, metrics_url: str) -> dict[str, list[tuple[str, float]]]:
-    async with session.get(metrics_url) as response:
-        return parse_metrics(await response.text())
+async def _stop(inflight: dict[asyncio.Task[None], RequestRecord], drain_s: float) -> None:
+    """Cancel what cannot deliver tokens in the window; let generating streams finish."""
+    for task, record in list(inflight.items()):
+        if not (record.stream and record.first_token is not None):
+            task.cancel()
+    tasks = list(inflight)
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=drain_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _scrape_after(
-    session: aiohttp.ClientSession, metrics_url: str, delay_s: float
-) -> dict[str, list[tuple[str, float]]]:
-    await asyncio.sleep(delay_s)
-    return await scrape(session, metrics_url)
-
-
-async def _sampler(
-    session: aiohttp.ClientSession,
-    metrics_url: str,
-    samples: list[EngineSample],
-    stop: asyncio.Event,
-    interval_s: float,
-) -> None:
-    while True:
-        try:
-            metrics = await scrape(session, metrics_url)
-            samples.append(
-                EngineSample(
-                    at=time.monotonic(),
-                    waiting=metric_value(metrics, "vllm:num_requests_waiting"),
-                    running=metric_value(metrics, "vllm:num_requests_running"),
-                    kv_usage=metric_value(metrics, "vllm:kv_cache_usage_perc"),
-                    preemptions=metric_value(metrics, "vllm:num_preemptions_total"),
-                )
-            )
-        except aiohttp.ClientError:
-            pass
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-            return
-        except TimeoutError:
-            continue
-
-
-async def run(
-    base_url: str,
-    workload: Workload,
-    *,
-    engine_url: str | None = None,
-    sample_interval_s: float = 0.5,
-) -> RunResult:
+async def run(base_url: str, workload: Workload, *, engine_url: str | None = None) -> RunResult:
     """Drive the closed loop against base_url; sample the engine at engine_url if given."""
     rng = random.Random(workload.seed)
+    prefix = digits(random.Random(workload.seed + 1), workload.shared_prefix_tokens)
     timeout = aiohttp.ClientTimeout(total=workload.request_timeout_s)
     connector = aiohttp.TCPConnector(limit=workload.clients + 4)
     records: list[RequestRecord] = []
-    samples: list[EngineSample] = []
-    stop_sampling = asyncio.Event()
+    inflight: dict[asyncio.Task[None], RequestRecord] = {}
+    usage_before = resource.getrusage(resource.RUSAGE_SELF)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        metrics_url = engine_url + "/metrics" if engine_url else None
-        sampler = None
-        if metrics_url:
-            sampler = asyncio.create_task(
-                _sampler(session, metrics_url, samples, stop_sampling, sample_interval_s)
-            )
+        watch = EngineWatch(session, engine_url) if engine_url else None
         started = time.monotonic()
         deadline = started + workload.duration_s
-        # The engine's histograms are differenced over the steady window only, as throughput is.
-        before_task = (
-            asyncio.create_task(_scrape_after(session, metrics_url, workload.warmup_s))
-            if metrics_url
-            else None
-        )
+        if watch is not None:
+            watch.start(workload.warmup_s)
+        stopping = asyncio.Event()
 
         async def client() -> None:
-            while time.monotonic() < deadline:
-                records.append(
-                    await _one_request(session, base_url, workload, prompt(rng, workload.prompt_tokens))
-                )
+            while time.monotonic() < deadline and not stopping.is_set():
+                path, body = request_body(workload, rng, prefix)
+                record = RequestRecord(workload.stream, time.monotonic(), max_tokens=body["max_tokens"])
+                records.append(record)
+                task = asyncio.create_task(one_request(session, base_url, path, body, record))
+                inflight[task] = record
+                try:
+                    await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    return
+                finally:
+                    inflight.pop(task, None)
 
-        await asyncio.gather(*(client() for _ in range(workload.clients)))
+        clients = [asyncio.create_task(client()) for _ in range(workload.clients)]
+        await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+        stopping.set()
         stopped = time.monotonic()
-        engine_ttft_p90 = engine_itl_p90 = None
-        if metrics_url and sampler is not None and before_task is not None:
-            after = await scrape(session, metrics_url)
-            before = await before_task
-            stop_sampling.set()
-            await sampler
-            engine_ttft_p90 = histogram_quantile(
-                histogram_buckets(before, TTFT), histogram_buckets(after, TTFT), 0.9
-            )
-            engine_itl_p90 = histogram_quantile(
-                histogram_buckets(before, ITL), histogram_buckets(after, ITL), 0.9
-            )
-    return RunResult(
-        workload=workload,
-        started=started,
-        stopped=min(stopped, deadline),
-        records=records,
-        samples=samples,
-        engine_ttft_p90_s=engine_ttft_p90,
-        engine_itl_p90_s=engine_itl_p90,
-    )
+        await _stop(dict(inflight), workload.drain_s)
+        await asyncio.gather(*clients, return_exceptions=True)
+        result = RunResult(workload, started, stopped, records)
+        if watch is not None:
+            result.engine_ttft_p90_s, result.engine_itl_p90_s = await watch.finish()
+            result.samples = watch.samples
+    usage_after = resource.getrusage(resource.RUSAGE_SELF)
+    result.cpu_s = usage_after.ru_utime - usage_before.ru_utime + usage_after.ru_stime - usage_before.ru_stime
+    result.wall_s = time.monotonic() - started
+    return result
 
 
 def summary(name: str, result: RunResult) -> dict[str, float | str]:
@@ -346,6 +292,7 @@ def summary(name: str, result: RunResult) -> dict[str, float | str]:
         "peak_waiting": result.peak_waiting(),
         "mean_waiting": round(result.mean_waiting(), 2),
         "peak_kv": round(result.peak_kv_usage(), 3),
+        "client_cpu": round(result.cpu_share(), 3),
     }
 
 

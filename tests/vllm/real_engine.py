@@ -11,6 +11,7 @@ from types import ModuleType
 import httpx
 
 from gateway.vllm_metrics import parse_vllm_metrics
+from loadtests.engine_metrics import Metrics, parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "vllm_cpu"
@@ -43,11 +44,8 @@ class Gateway:
     engine: Engine
 
 
-def engine_metrics(base_url: str) -> dict[str, list[tuple[str, float]]]:
-    closed_loop = load_script("closed_loop")
-    text = httpx.get(base_url + "/metrics", timeout=10).text
-    parsed: dict[str, list[tuple[str, float]]] = closed_loop.parse_metrics(text)
-    return parsed
+def engine_metrics(base_url: str) -> Metrics:
+    return parse_metrics(httpx.get(base_url + "/metrics", timeout=10).text)
 
 
 def kv_tokens_from_cache_config(base_url: str) -> int:

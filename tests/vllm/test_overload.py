@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from real_engine import Gateway, load_script
+from real_engine import Gateway
+
+from loadtests import closed_loop
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,7 +36,6 @@ SLA_TTFT_P90_S = 1.0
 def test_gateway_keeps_engine_queue_empty_and_ttft_inside_sla_at_full_throughput(
     start_gateway: object,
 ) -> None:
-    closed_loop = load_script("closed_loop")
     gateway: Gateway = start_gateway(  # type: ignore[operator]
         "--sla-ttft-p90",
         str(SLA_TTFT_P90_S),
