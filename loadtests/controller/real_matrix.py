@@ -1,0 +1,173 @@
+"""The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
+
+usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
+       [--repeat 3] [--modes direct,fixed,adaptive] [--algorithm sla] [--quick]
+       [--warmup 5] [--window 12] [--drain 12] [--engine-url URL] [--out DIR]
+
+Per workload: its unloaded latency first (one client straight at the engine), which sets each
+level's targets (loadtests.controller.matrix); then the repetitions, each running every mode once
+(loadtests.controller.plan): direct, the fixed limits around the KV knee, the adaptive controller
+once per level, a fresh gateway per mode. Every run's per-request records are judged against every
+level afterwards, so direct and fixed runs serve all levels. At the end one table row per cell
+with its verdict (loadtests.controller.verdict), one per mode, both printed and written to
+DIR/report.md; DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and
+DIR/summary.json the summaries and targets.
+
+Without --engine-url the engine is started from VLLM_VENV on a free port and stopped by its pid at
+the end. The measuring client is this process; its CPU share is in the table (it must stay well
+under one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from loadtests import closed_loop, goodput
+from loadtests.controller import matrix, plan, report, runner, verdict
+from loadtests.vllm_engine import EngineInfo, engine_info, engine_server
+
+UNLOADED_S = 10.0
+
+
+def load_for(workload: matrix.Workload, info: EngineInfo, args: argparse.Namespace) -> closed_loop.Workload:
+    return closed_loop.Workload(
+        clients=args.clients or workload.clients,
+        duration_s=args.warmup + args.window,
+        model=info.model,
+        endpoint=workload.endpoint,
+        stream=workload.stream,
+        prompt_tokens=workload.prompt_tokens,
+        output_tokens=workload.output_tokens,
+        shared_prefix_tokens=workload.shared_prefix_tokens,
+        max_model_len=info.max_model_len,
+        warmup_s=args.warmup,
+        drain_s=args.drain,
+    )
+
+
+def unloaded(workload: matrix.Workload, info: EngineInfo, args: argparse.Namespace) -> dict[str, float]:
+    """P90s of one client straight at the engine (every request counts: no warm-up)."""
+    load = dataclasses.replace(
+        load_for(workload, info, args), clients=1, warmup_s=0.0, duration_s=args.unloaded, drain_s=60.0
+    )
+    result = closed_loop.run_sync(info.url, load)
+    return goodput.p90s(result.records, result.started, result.stopped)
+
+
+def run_workload(
+    workload: matrix.Workload, info: EngineInfo, args: argparse.Namespace, out: Path
+) -> tuple[dict[str, dict[str, float]], list[verdict.RunSummary]]:
+    base = unloaded(workload, info, args)
+    targets = {level: matrix.targets(workload, level, base) for level in matrix.LEVELS}
+    print(f"\n== {workload.name}: unloaded P90 {base}", flush=True)
+    limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs)
+    modes = plan.modes(limits, args.levels, args.algorithm, args.modes)
+    load = load_for(workload, info, args)
+    summaries = []
+    for run in plan.schedule(workload, modes, args.repeat):
+        gateway_targets = targets[run.mode.level or "loose"]
+        began = time.monotonic()
+        result, states = runner.execute(run, info.url, load, gateway_targets)
+        summary = runner.summarize(run, result, states, {level: targets[level] for level in args.levels})
+        summaries.append(summary)
+        raw = {
+            "summary": dataclasses.asdict(summary),
+            "targets": targets,
+            "unloaded_p90": base,
+            "states": [{**s, "at": round(s["at"] - result.started, 3)} for s in states],
+            "records": runner.raw_record(result),
+        }
+        name = f"{workload.name}-r{run.repetition}-{run.mode.name}.json"
+        (out / "raw" / name).write_text(json.dumps(raw) + "\n")
+        print(
+            f"{workload.name} r{run.repetition} {run.mode.name:<16} {summary.throughput:7.0f} tok/s  "
+            f"p90 {_p90_text(summary.p90)}  cpu {summary.client_cpu:.0%}  "
+            f"limit {'-' if summary.limit_mean is None else f'{summary.limit_mean:.1f}'}  "
+            f"infeasible {summary.sla_infeasible}  ({time.monotonic() - began:.0f} s)",
+            flush=True,
+        )
+    return targets, summaries
+
+
+def _p90_text(p90: dict[str, float]) -> str:
+    return " ".join(f"{s}={v:.3f}" for s, v in p90.items())
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(w.name for w in matrix.WORKLOADS))
+    parser.add_argument("--levels", default=",".join(matrix.LEVELS))
+    parser.add_argument("--repeat", type=int, help="repetitions (default 3; 2 with --quick)")
+    parser.add_argument("--modes", default="direct,fixed,adaptive", help="kinds of mode to run")
+    parser.add_argument("--algorithm", default="sla", help="the adaptive controller to judge")
+    parser.add_argument("--quick", action="store_true", help="3 s warm-up, 8 s window, repeat 2")
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--window", type=float, default=12.0, help="steady window after the warm-up (s)")
+    parser.add_argument("--drain", type=float, default=12.0, help="longest wait for generating streams")
+    parser.add_argument("--unloaded", type=float, default=UNLOADED_S, help="one-client run per workload (s)")
+    parser.add_argument("--clients", type=int, default=0, help="override each workload's client count")
+    parser.add_argument("--max-num-seqs", type=int, default=32, help="the engine's (sizes the fixed sweep)")
+    parser.add_argument("--engine-url")
+    parser.add_argument("--out", type=Path, default=Path("results/controller-real"))
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.warmup, args.window, args.drain, args.unloaded = 3.0, 8.0, 8.0, 6.0
+    if args.repeat is None:
+        args.repeat = 2 if args.quick else 3
+    args.workload_list = [matrix.by_name(n) for n in args.workloads.split(",") if n]
+    args.levels = [level for level in args.levels.split(",") if level]
+    unknown = set(args.levels) - set(matrix.LEVELS)
+    if unknown:
+        parser.error(f"unknown levels {sorted(unknown)}; known: {', '.join(matrix.LEVELS)}")
+    args.modes = [m for m in args.modes.split(",") if m]
+    return args
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(1)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    (args.out / "raw").mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    all_targets: dict[str, Any] = {}
+    summaries: list[verdict.RunSummary] = []
+    with engine_server(args.engine_url) as url:
+        info = engine_info(url)
+        print(f"engine {info}", flush=True)
+        for workload in args.workload_list:
+            targets, runs = run_workload(workload, info, args, args.out)
+            all_targets[workload.name] = targets
+            summaries += runs
+    cells = [
+        verdict.judge(summaries, w.name, level, all_targets[w.name][level])
+        for w in args.workload_list
+        for level in args.levels
+    ]
+    text = (
+        f"Command: python -m loadtests.controller.real_matrix {' '.join(argv)}\n"
+        f"Wall time: {(time.monotonic() - started) / 60:.1f} min\n\n"
+        + report.cell_table(cells)
+        + "\n\n"
+        + report.mode_table(summaries, args.levels)
+        + "\n"
+    )
+    print("\n" + text)
+    (args.out / "report.md").write_text(text)
+    (args.out / "summary.json").write_text(
+        json.dumps({"targets": all_targets, "runs": [dataclasses.asdict(s) for s in summaries]}, indent=1)
+    )
+    return 0 if all(c.passed for c in cells) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

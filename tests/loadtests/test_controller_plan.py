@@ -1,0 +1,42 @@
+"""The evaluation's plan: the fixed sweep around the KV knee and the interleaved order of runs."""
+
+from __future__ import annotations
+
+from loadtests.controller import plan
+from loadtests.controller.matrix import Workload
+
+
+def test_knee_is_where_the_requests_fill_the_kv_cache_at_most_max_num_seqs() -> None:
+    long = Workload("long", "chat", True, (700, 700), (100, 100))
+    short = Workload("short", "chat", True, (50, 50), (50, 50))
+    assert plan.kv_knee(long, 8192, 32) == 8192 / 800
+    assert plan.kv_knee(short, 8192, 32) == 32.0
+
+
+def test_a_shared_prefix_is_counted_once() -> None:
+    shared = Workload("shared", "chat", True, (700, 700), (100, 100), shared_prefix_tokens=600)
+    assert plan.kv_knee(shared, 8192, 64) == (8192 - 600) / 200
+
+
+def test_fixed_sweep_spans_the_knee() -> None:
+    workload = Workload("w", "completions", True, (400, 400), (112, 112))  # knee 16
+    assert plan.fixed_limits(workload, 8192, 32) == [8, 16, 32]
+    tiny = Workload("t", "completions", True, (8000, 8000), (100, 100))  # knee 1: no duplicates
+    assert plan.fixed_limits(tiny, 8192, 32) == [1, 2]
+
+
+def test_runs_are_interleaved_every_mode_once_per_repetition() -> None:
+    workload = Workload("w", "completions", True, (400, 400), (112, 112))
+    modes = plan.modes([8, 16], ["loose", "tight"], "sla")
+    assert [m.name for m in modes] == ["direct", "fixed-8", "fixed-16", "sla-loose", "sla-tight"]
+    order = [(r.repetition, r.mode.name) for r in plan.schedule(workload, modes, 2)]
+    names = [m.name for m in modes]
+    assert order == [(0, n) for n in names] + [(1, n) for n in names]
+
+
+def test_modes_can_be_restricted_by_kind() -> None:
+    modes = plan.modes([8], ["tight"], "aimd", only=["direct", "adaptive"])
+    assert [(m.name, m.algorithm, m.level) for m in modes] == [
+        ("direct", None, None),
+        ("aimd-tight", "aimd", "tight"),
+    ]
