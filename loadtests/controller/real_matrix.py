@@ -65,7 +65,9 @@ def run_workload(
     workload: matrix.Workload, info: EngineInfo, args: argparse.Namespace, out: Path
 ) -> tuple[dict[str, dict[str, float]], list[verdict.RunSummary]]:
     base = unloaded(workload, info, args)
-    targets = {level: matrix.targets(workload, level, base) for level in matrix.LEVELS}
+    targets: dict[str, dict[str, float]] = {
+        level: matrix.targets(workload, level, base) for level in matrix.LEVELS
+    }
     print(f"\n== {workload.name}: unloaded P90 {base}", flush=True)
     limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs)
     modes = plan.modes(limits, args.levels, args.algorithm, args.modes)
