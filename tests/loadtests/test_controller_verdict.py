@@ -64,3 +64,13 @@ def test_infeasible_cell_needs_the_report_in_every_repetition() -> None:
 def test_missing_adaptive_runs_fail_rather_than_pass() -> None:
     only_fixed = [r for r in runs([(940.0, 900.0, 0.9)] * 3) if r.kind != "adaptive"]
     assert not judge(only_fixed, "w", "tight", TARGETS).passed
+
+
+def test_where_meeting_the_sla_costs_throughput_goodput_is_the_target() -> None:
+    # Only fixed-8 (goodput 780, below 90% of direct's 1,000) meets TTFT 0.6 s: the throughput
+    # target cannot be met together with the SLA, so goodput against fixed-8 decides.
+    targets = {"ttft": 0.6}
+    cell = judge(runs([(800.0, 760.0, 0.55)] * 3), "w", "tight", targets)
+    assert cell.reference == "fixed-8" and cell.passed, cell.checks
+    short = judge(runs([(800.0, 700.0, 0.55)] * 3), "w", "tight", targets)
+    assert [name for name, ok, _ in short.checks if not ok] == ["goodput"]
