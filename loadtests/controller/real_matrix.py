@@ -2,7 +2,7 @@
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
        [--repeat 3] [--modes direct,fixed,adaptive] [--algorithm sla] [--quick]
-       [--warmup 5] [--window 12] [--drain 12] [--engine-url URL] [--out DIR]
+       [--warmup 5] [--window 12] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
 Per workload: its unloaded latency first (one client straight at the engine), which sets each
 level's targets (loadtests.controller.matrix); then the repetitions, each running every mode once
@@ -11,7 +11,8 @@ once per level, a fresh gateway per mode. Every run's per-request records are ju
 level afterwards, so direct and fixed runs serve all levels. At the end one table row per cell
 with its verdict (loadtests.controller.verdict), one per mode, both printed and written to
 DIR/report.md; DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and
-DIR/summary.json the summaries and targets.
+DIR/summary.json the summaries and targets. `--rejudge` writes the report again from
+DIR/summary.json with the current verdict rules, without running anything.
 
 Without --engine-url the engine is started from VLLM_VENV on a free port and stopped by its pid at
 the end. The measuring client is this process; its CPU share is in the table (it must stay well
@@ -118,6 +119,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-num-seqs", type=int, default=32, help="the engine's (sizes the fixed sweep)")
     parser.add_argument("--engine-url")
     parser.add_argument("--out", type=Path, default=Path("results/controller-real"))
+    parser.add_argument("--rejudge", action="store_true", help="only re-judge OUT/summary.json")
     args = parser.parse_args(argv)
     if args.quick:
         args.warmup, args.window, args.drain, args.unloaded = 3.0, 8.0, 8.0, 6.0
@@ -136,8 +138,32 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(1)
 
 
+def write_report(
+    out: Path, header: str, targets: dict[str, Any], summaries: list[verdict.RunSummary], levels: list[str]
+) -> bool:
+    """Judge every cell, print the tables and write report.md and summary.json; True if all pass."""
+    cells = [verdict.judge(summaries, w, level, targets[w][level]) for w in targets for level in levels]
+    text = header + report.cell_table(cells) + "\n\n" + report.mode_table(summaries, levels) + "\n"
+    print("\n" + text)
+    (out / "report.md").write_text(text)
+    (out / "summary.json").write_text(
+        json.dumps({"targets": targets, "runs": [dataclasses.asdict(s) for s in summaries]}, indent=1)
+    )
+    return all(c.passed for c in cells)
+
+
+def rejudge(out: Path, levels: list[str]) -> bool:
+    """The report again from out/summary.json, with the current verdict rules; no runs."""
+    saved = json.loads((out / "summary.json").read_text())
+    summaries = [verdict.RunSummary(**r) for r in saved["runs"]]
+    header = f"Re-judged from {out / 'summary.json'}\n\n"
+    return write_report(out, header, saved["targets"], summaries, levels)
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.rejudge:
+        return 0 if rejudge(args.out, args.levels) else 1
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     (args.out / "raw").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -150,25 +176,11 @@ def main(argv: list[str]) -> int:
             targets, runs = run_workload(workload, info, args, args.out)
             all_targets[workload.name] = targets
             summaries += runs
-    cells = [
-        verdict.judge(summaries, w.name, level, all_targets[w.name][level])
-        for w in args.workload_list
-        for level in args.levels
-    ]
-    text = (
+    header = (
         f"Command: python -m loadtests.controller.real_matrix {' '.join(argv)}\n"
         f"Wall time: {(time.monotonic() - started) / 60:.1f} min\n\n"
-        + report.cell_table(cells)
-        + "\n\n"
-        + report.mode_table(summaries, args.levels)
-        + "\n"
     )
-    print("\n" + text)
-    (args.out / "report.md").write_text(text)
-    (args.out / "summary.json").write_text(
-        json.dumps({"targets": all_targets, "runs": [dataclasses.asdict(s) for s in summaries]}, indent=1)
-    )
-    return 0 if all(c.passed for c in cells) else 1
+    return 0 if write_report(args.out, header, all_targets, summaries, args.levels) else 1
 
 
 if __name__ == "__main__":
