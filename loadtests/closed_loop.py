@@ -35,6 +35,7 @@ import aiohttp
 
 from loadtests import goodput
 from loadtests.engine_metrics import EngineSample, EngineWatch
+from loadtests.stats import p90
 from loadtests.streaming import StreamReader
 
 TEMPLATE_MARGIN = 32
@@ -117,12 +118,10 @@ class RunResult:
 
     def ttft_p90_s(self) -> float:
         """Client-side TTFT P90 (queue included), over all finished requests."""
-        return goodput.percentile([r.first_token - r.start for r in self.ok if r.first_token], 0.9)
+        return _or_nan(p90(r.first_token - r.start for r in self.ok if r.first_token))
 
     def tpot_p90_s(self) -> float:
-        return goodput.percentile(
-            [goodput.latencies(r)["tpot"] for r in self.ok if "tpot" in goodput.latencies(r)], 0.9
-        )
+        return _or_nan(p90(goodput.latencies(r).get("tpot") for r in self.ok))
 
     def preemptions(self) -> float:
         if len(self.samples) < 2:
@@ -139,6 +138,10 @@ class RunResult:
 
     def peak_kv_usage(self) -> float:
         return max((s.kv_usage for s in self.samples), default=float("nan"))
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def digits(rng: random.Random, tokens: int) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from gateway.window import nearest_rank
+from loadtests.stats import p90
 
 SIGNALS = ("ttft", "tpot", "e2e")
 
@@ -102,13 +102,7 @@ def p90s(records: Sequence[Record], begin: float, end: float) -> dict[str, float
                 values[signal].append(value)
     out: dict[str, float] = {}
     for signal, vs in values.items():
-        p = nearest_rank(sorted(vs), 0.9)
+        p = p90(vs)
         if p is not None:
             out[signal] = p
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (the gateway's definition); NaN for no values."""
-    value = nearest_rank(sorted(values), q)
-    return float("nan") if value is None else value
