@@ -1,0 +1,37 @@
+"""Shared admission across processes and replicas, through Redis (`state.redis_url`).
+
+Without `state.redis_url` nothing here is used: one process owns each backend's limit, in-flight
+count and queue. With it, every process that names the same Redis (and namespace) shares, per
+backend: the in-flight count (slots are leases in Redis), one limit set by one elected leader, the
+engine's signals from the leader's one scrape, the leases per tenant, and the rate requests finish.
+
+The interface the limiter admits through (slots.py):
+
+    class SlotBackend(Protocol):
+        async def try_acquire(self, backend: str, tenant: str, limit: int) -> Lease | None
+        async def release(self, lease: Lease) -> None          # exactly once per lease
+        def held(self, backend: str) -> int                     # leases this process holds
+
+- `LocalSlots`: counts in this process; the behaviour of a gateway without shared state.
+- `RedisSlots` (leases.py): one atomic script per acquire and per release; `limit` is used until
+  the backend's leader has published one, then the published limit decides. Leases lapse
+  `lease_seconds` (default 10) after their last renewal; `renew()` extends all of a process's
+  leases and its heartbeat in one round trip.
+- `CoordinatedSlots` (coordinator.py): `RedisSlots` plus the fallback (fallback.py): when Redis
+  does not answer, each process admits up to the last limit it saw divided by the last count of
+  live processes, never 0 and never unlimited, and the first renewal that gets through puts its
+  running requests back into Redis.
+
+And the controller side (`Coordinator`, coordinator.py): `step()` every lease_seconds / 3 renews,
+campaigns for each backend's seat (leader.py: one leader per backend, fenced terms, failover when
+a seat lapses), and reads each backend's `SharedView` (shared.py: shared in-flight, tenants'
+leases, finished-request counter, live replicas, the leader's published limit, ceiling and engine
+signals). `publish(backend, limit, ceiling, signals)` writes them, only while this process leads.
+`drain_rate(backend)` is the shared rate of finished requests (rates.py); `state()` is for
+/admin/state.
+
+Modules: url.py (the accepted URL forms, pure), connection.py (the client), scripts.py (the Lua
+scripts and the key layout), slots.py, leases.py, leader.py, shared.py, rates.py, fallback.py,
+coordinator.py. Only connection.py and the modules that talk to Redis import the client, and
+nothing here runs at import time.
+"""

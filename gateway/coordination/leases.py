@@ -1,0 +1,111 @@
+"""Slots as leases in Redis, shared by every process and replica that names the same Redis.
+
+`try_acquire` is one script call (ACQUIRE in scripts.py): purge lapsed leases, count, insert only
+below the limit; `release` is one call (RELEASE). `renew` extends all of this process's leases on
+every backend, and its heartbeat, in one call (RENEW), and puts back any lease Redis lost while
+its request still runs. A lease lives `lease_seconds` past its last renewal, so a process killed
+with SIGKILL frees its slots within that time; renew every `lease_seconds / 3` (as a ZooKeeper
+session or a Kubernetes Lease is renewed well inside its term) so one late or failed renewal does
+not lose a live lease.
+
+This class raises what the client raises (redis.exceptions.RedisError, OSError) and keeps no
+opinion on failures: the coordinator decides what an unreachable Redis means.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from gateway.coordination.scripts import ACQUIRE, RELEASE, RENEW, Keys
+from gateway.coordination.slots import Lease
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    replicas: int
+    """Processes with a live heartbeat, this one included."""
+    restored: int
+    """Leases Redis had lost and this renewal put back."""
+
+
+class RedisSlots:
+    def __init__(
+        self,
+        redis: Redis,
+        owner: str,
+        *,
+        keys: Keys | None = None,
+        lease_seconds: float = 10.0,
+    ) -> None:
+        if not lease_seconds > 0:
+            raise ValueError(f"lease_seconds must be > 0, got {lease_seconds!r}")
+        self._redis = redis
+        self.owner = owner
+        self._keys = keys or Keys()
+        self._lease_ms = max(1, round(lease_seconds * 1000))
+        self._seq = itertools.count(1)
+        self._held: dict[str, dict[str, Lease]] = {}
+        self.limits: dict[str, int] = {}
+        """The limit each backend's last acquire was judged against (the published one, if any)."""
+        self._acquire = redis.register_script(ACQUIRE)
+        self._release = redis.register_script(RELEASE)
+        self._renew = redis.register_script(RENEW)
+
+    @property
+    def lease_seconds(self) -> float:
+        return self._lease_ms / 1000
+
+    def _new(self, backend: str, tenant: str) -> Lease:
+        return Lease(backend, f"{self.owner}#{next(self._seq)}", tenant)
+
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> Lease | None:
+        lease = self._new(backend, tenant)
+        granted, _held, shared_limit = await self._acquire(
+            keys=self._keys.lease_keys(backend), args=[lease.id, limit, self._lease_ms, tenant]
+        )
+        self.limits[backend] = int(shared_limit)
+        if not granted:
+            return None
+        self._held.setdefault(backend, {})[lease.id] = lease
+        return lease
+
+    def grant_local(self, backend: str, tenant: str) -> Lease:
+        """A lease granted without asking Redis (the fallback decided there is room); the next
+        successful renewal puts it into Redis."""
+        lease = self._new(backend, tenant)
+        self._held.setdefault(backend, {})[lease.id] = lease
+        return lease
+
+    def forget(self, lease: Lease) -> None:
+        """Stop holding `lease` here without telling Redis, where it lapses on its own."""
+        held = self._held.get(lease.backend)
+        if held is None or held.pop(lease.id, None) is None:
+            raise RuntimeError(f"lease {lease.id} released twice or never granted here")
+
+    async def release(self, lease: Lease) -> None:
+        """Forget the lease here first, so a failed call still releases it exactly once: Redis
+        drops it when it lapses, and no renewal will put it back."""
+        self.forget(lease)
+        await self._release(keys=self._keys.lease_keys(lease.backend), args=[lease.id])
+
+    def held(self, backend: str) -> int:
+        return len(self._held.get(backend, ()))
+
+    def leases(self) -> list[Lease]:
+        return [lease for held in self._held.values() for lease in held.values()]
+
+    async def renew(self) -> Renewal:
+        keys = [self._keys.replicas()]
+        args: list[str | int] = [self.owner, self._lease_ms, self._lease_ms]
+        for backend, held in self._held.items():
+            if not held:
+                continue
+            keys += [self._keys.slots(backend), self._keys.lease_tenant(backend), self._keys.tenants(backend)]
+            args.append(len(held))
+            for lease in held.values():
+                args += [lease.id, lease.tenant]
+        replicas, restored = await self._renew(keys=keys, args=args)
+        return Renewal(int(replicas), int(restored))

@@ -1,0 +1,203 @@
+"""The Lua scripts that change shared state, each one atomic on the Redis server, and the key layout.
+
+Keys (all under one hash tag, `{namespace}`, so every script's keys live in one slot):
+    slots:<backend>         ZSET  lease id -> expiry (ms, Redis server time)
+    lease-tenant:<backend>  HASH  lease id -> tenant
+    tenants:<backend>       HASH  tenant -> leases held (entries at 0 are deleted)
+    state:<backend>         HASH  limit, ceiling, signals (JSON), term, published_ms, released
+    leader:<backend>        STRING "<owner>|<term>" with a TTL
+    term:<backend>          INTEGER, incremented at every election (the fencing token)
+    replicas                ZSET  owner -> expiry (ms): processes alive
+
+Why scripts: a slot is taken only while fewer than `limit` unexpired leases exist, and the count,
+the purge of expired leases and the insert must be one step or two processes could both see room
+for the last slot. Redis runs a script to completion before any other command, so each script is
+that step. Time is the server's (`TIME`), never a replica's, so clock skew between hosts cannot
+make a lease live longer or shorter; since Redis 5 scripts replicate their effects, so reading the
+clock in a script is allowed and replicas see the same keys.
+
+Why a lease expires: a process killed with SIGKILL never releases; its leases lapse `lease_ms`
+after their last renewal and the next acquire purges them, so the slots come back on their own.
+
+Why fencing: a leader paused past its TTL (GC, a stopped container) may wake up believing it still
+leads. Each election increments `term`; renewals and publications carry "<owner>|<term>" and are
+refused unless the leader key still holds exactly that value, so a deposed leader cannot overwrite
+the limit its successor published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+_PURGE = """
+local function purge(slots, owners, tenants, now)
+  local expired = redis.call('ZRANGEBYSCORE', slots, '-inf', now)
+  for _, lease in ipairs(expired) do
+    local tenant = redis.call('HGET', owners, lease)
+    if tenant then
+      if redis.call('HINCRBY', tenants, tenant, -1) <= 0 then redis.call('HDEL', tenants, tenant) end
+      redis.call('HDEL', owners, lease)
+    end
+  end
+  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', slots, '-inf', now) end
+end
+"""
+
+ACQUIRE = (
+    _NOW
+    + _PURGE
+    + """
+-- KEYS: slots, lease-tenant, tenants, state. ARGV: lease, limit, lease_ms, tenant.
+-- The published shared limit wins over the caller's; the caller's counts until one is published.
+purge(KEYS[1], KEYS[2], KEYS[3], now)
+local limit = tonumber(redis.call('HGET', KEYS[4], 'limit') or ARGV[2])
+local held = redis.call('ZCARD', KEYS[1])
+if held >= limit then return {0, held, limit} end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+return {1, held + 1, limit}
+"""
+)
+
+RELEASE = """
+-- KEYS: slots, lease-tenant, tenants, state. ARGV: lease.
+-- A lease that already expired was purged (and its tenant count with it): only the count of
+-- finished requests moves. Returns 1 when the lease was still held.
+local removed = redis.call('ZREM', KEYS[1], ARGV[1])
+if removed == 1 then
+  local tenant = redis.call('HGET', KEYS[2], ARGV[1])
+  if tenant then
+    if redis.call('HINCRBY', KEYS[3], tenant, -1) <= 0 then redis.call('HDEL', KEYS[3], tenant) end
+    redis.call('HDEL', KEYS[2], ARGV[1])
+  end
+end
+redis.call('HINCRBY', KEYS[4], 'released', 1)
+return removed
+"""
+
+RENEW = (
+    _NOW
+    + """
+-- KEYS: replicas, then per backend: slots, lease-tenant, tenants. ARGV: owner, lease_ms,
+-- replica_ms, then per backend the number of leases n and n pairs of lease id and tenant.
+-- Extends every lease of this process and its heartbeat, in one round trip. A lease Redis no
+-- longer has (it lapsed during a partition, or Redis restarted empty) is put back without a limit
+-- check: its request is still running on the backend, so the shared count must include it.
+-- Returns {live replicas, leases put back}.
+local restored = 0
+local i = 4
+for k = 2, #KEYS, 3 do
+  local n = tonumber(ARGV[i]); i = i + 1
+  for j = 1, n do
+    local lease, tenant = ARGV[i], ARGV[i + 1]; i = i + 2
+    if redis.call('ZADD', KEYS[k], now + tonumber(ARGV[2]), lease) == 1 then
+      redis.call('HSET', KEYS[k + 1], lease, tenant)
+      redis.call('HINCRBY', KEYS[k + 2], tenant, 1)
+      restored = restored + 1
+    end
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+return {redis.call('ZCARD', KEYS[1]), restored}
+"""
+)
+
+READ = (
+    _NOW
+    + _PURGE
+    + """
+-- KEYS: slots, lease-tenant, tenants, state, replicas. Returns {leases held, live replicas,
+-- server time in ms, tenants as a flat list, state as a flat list}.
+purge(KEYS[1], KEYS[2], KEYS[3], now)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[5]), now,
+        redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4])}
+"""
+)
+
+ELECT = """
+-- KEYS: leader, term. ARGV: owner, ttl_ms. Returns the term this owner leads in (a new one when
+-- the seat was empty, its own when it already held it), or 0 when another owner leads.
+local current = redis.call('GET', KEYS[1])
+if current then
+  local owner, term = string.match(current, '^(.*)|(%d+)$')
+  if owner == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(term)
+  end
+  return 0
+end
+local term = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. term, 'PX', ARGV[2])
+return term
+"""
+
+RENEW_LEADER = """
+-- KEYS: leader. ARGV: "<owner>|<term>", ttl_ms. 1 while that term still leads, else 0.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+RESIGN = """
+-- KEYS: leader. ARGV: "<owner>|<term>". Frees the seat only if that term still holds it.
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+PUBLISH = (
+    _NOW
+    + """
+-- KEYS: leader, state. ARGV: "<owner>|<term>", limit, ceiling, signals JSON. Fenced: written only
+-- while that term leads. Returns 1 when written.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local term = string.match(ARGV[1], '|(%d+)$')
+redis.call('HSET', KEYS[2], 'limit', ARGV[2], 'ceiling', ARGV[3], 'signals', ARGV[4],
+           'term', term, 'published_ms', now)
+return 1
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """The key names for one namespace (several gateways may share a Redis under different ones)."""
+
+    namespace: str = "llm-gateway"
+
+    def _key(self, kind: str, backend: str) -> str:
+        return f"{{{self.namespace}}}:{kind}:{backend}"
+
+    def slots(self, backend: str) -> str:
+        return self._key("slots", backend)
+
+    def lease_tenant(self, backend: str) -> str:
+        return self._key("lease-tenant", backend)
+
+    def tenants(self, backend: str) -> str:
+        return self._key("tenants", backend)
+
+    def state(self, backend: str) -> str:
+        return self._key("state", backend)
+
+    def leader(self, backend: str) -> str:
+        return self._key("leader", backend)
+
+    def term(self, backend: str) -> str:
+        return self._key("term", backend)
+
+    def replicas(self) -> str:
+        return f"{{{self.namespace}}}:replicas"
+
+    def lease_keys(self, backend: str) -> list[str]:
+        """slots, lease-tenant, tenants, state: the keys ACQUIRE, RELEASE and READ start with."""
+        return [self.slots(backend), self.lease_tenant(backend), self.tenants(backend), self.state(backend)]
