@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/llm-gateway demo
 
-test: setup promtool
+test: setup promtool redis
 	$(BIN)/pytest -q
 
 lint: setup
@@ -37,6 +37,12 @@ PROM_TOOLS := .tools/prometheus
 .PHONY: promtool
 promtool:
 	bash scripts/install-prometheus.sh $(CURDIR)/$(PROM_TOOLS)
+
+# --- shared state (Redis) ---
+# Debian's Redis server as .tools/redis/bin/redis-server for the tests (no service is started).
+.PHONY: redis
+redis:
+	bash scripts/install-redis.sh $(CURDIR)/.tools/redis
 
 # --- load tests (Locust) ---
 # make loadtest LOADTEST_HOST=http://gateway:8080 USERS=32 DURATION=5m SHAPE=step LOCUST_ARGS='--step-time 60'

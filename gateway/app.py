@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 from starlette.types import Receive, Scope, Send
@@ -26,6 +27,9 @@ from gateway.monitor import BackendMonitor, stop_tasks
 from gateway.proxy import Upstream
 from gateway.telemetry import Telemetry
 from gateway.types import SIGNALS, Clock, Direction
+
+if TYPE_CHECKING:
+    from gateway.coordination.coordinator import Coordinator
 
 log = logging.getLogger("gateway")
 
@@ -47,6 +51,7 @@ class Gateway:
         self.upstream = Upstream(config.timeouts, self.clock)
         self.started_at = self.clock()
         self._tasks: list[asyncio.Task[None]] = []
+        self.coordinator = self._make_coordinator()
         proxy = OpenAIProxy(config, self.dispatch, self.upstream, self.telemetry, self.clock)
         self.routes: dict[str, Handler] = {
             "/v1/chat/completions": proxy,
@@ -77,6 +82,14 @@ class Gateway:
         backend = Backend(bc, limiter, self.config.health, self.clock)
         backend_ref.append(backend)
         return backend
+
+    def _make_coordinator(self) -> Coordinator | None:
+        """Shared state through Redis, when configured (the client is imported only then)."""
+        if self.config.state.redis_url is None:
+            return None
+        from gateway.coordination.coordinator import Coordinator
+
+        return Coordinator.from_config(self.config.state, [b.name for b in self.backends], clock=self.clock)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -120,6 +133,8 @@ class Gateway:
         for m in monitors:
             self._tasks.append(asyncio.create_task(self._monitor_loop(m)))
             self._tasks.append(asyncio.create_task(self._control_loop(m.backend)))
+        if self.coordinator is not None:
+            self._tasks.append(asyncio.create_task(self.coordinator.run()))
         for b in self.backends:
             log.info(
                 "backend %s %s: %s",
@@ -131,6 +146,8 @@ class Gateway:
     async def stop(self) -> None:
         await stop_tasks(self._tasks)
         self._tasks.clear()
+        if self.coordinator is not None:
+            await self.coordinator.close()
         await self.upstream.close()
 
     async def _monitor_loop(self, monitor: BackendMonitor) -> None:
@@ -213,6 +230,10 @@ class Gateway:
         for model, q in self.dispatch.queues.items():
             m.queue_depth.labels(model).set(q.depth)
             m.capacity_exhausted.labels(model).set(1 if self.dispatch.capacity_exhausted(model) else 0)
+        if self.coordinator is not None:
+            namespace = self.config.state.namespace
+            m.coordination_up.labels(namespace).set(1 if self.coordinator.fallback.shared else 0)
+            m.coordination_replicas.labels(namespace).set(self.coordinator.fallback.replicas)
 
     def state(self) -> dict[str, object]:
         now = self.clock()
@@ -225,6 +246,7 @@ class Gateway:
                 model: {**q.state(), "capacity_exhausted": self.dispatch.capacity_exhausted(model)}
                 for model, q in self.dispatch.queues.items()
             },
+            "coordination": self.coordinator.state() if self.coordinator is not None else None,
         }
 
 

@@ -42,6 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="a vLLM server's base URL; repeat for several (instead of --config)",
     )
+    serve.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help="Redis shared by every process and replica (config state.redis_url; redis://, rediss://, "
+        "unix://, redis+sentinel://)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="gateway processes on this port (N > 1 needs a Redis)",
+    )
     _add_gateway_flags(serve)
 
     demo = sub.add_parser("demo", help="gateway plus two simulated vLLM backends on localhost")
@@ -113,14 +126,34 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
     if args.backend:
         data["backends"] = list(args.backend)
+    if args.redis_url:
+        data["state"] = {**(data.get("state") or {}), "redis_url": args.redis_url}
     try:
         config = parse_config(merge(data, overrides(args)))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"llm-gateway: {problem}", file=sys.stderr)
         return 2
+    if args.workers != 1:
+        return _serve_workers(config, args)
     run(create_app(config), config.host, config.port, grace=config.shutdown_grace, log_level=args.log_level)
     return 0
+
+
+def _serve_workers(config: Any, args: argparse.Namespace) -> int:
+    from gateway.workers import Supervisor
+
+    if args.workers < 1:
+        print(f"llm-gateway: --workers must be >= 1, got {args.workers}", file=sys.stderr)
+        return 2
+    if config.state.redis_url is None:
+        print(
+            f"llm-gateway: --workers {args.workers} needs shared state: give --redis-url URL or "
+            "state.redis_url (each worker alone would admit the whole limit)",
+            file=sys.stderr,
+        )
+        return 2
+    return Supervisor(config, args.workers, args.log_level).run()
 
 
 def _check_config(args: argparse.Namespace) -> int:

@@ -78,6 +78,19 @@ class HealthConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StateConfig:
+    """Shared state for several processes and replicas (gateway.coordination); off without a URL."""
+
+    redis_url: str | None = None
+    lease_seconds: float = 10.0
+    """A slot whose holder stops renewing comes back after this long."""
+    namespace: str = "llm-gateway"
+    """Key prefix: gateways naming the same Redis and namespace share their backends' state."""
+    timeout: float = 0.5
+    """Longest wait for one Redis command before falling back to the local share."""
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     backends: tuple[BackendConfig, ...]
     host: str = "127.0.0.1"
@@ -91,6 +104,7 @@ class GatewayConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     retries: int = 1
     shutdown_grace: float = 30.0
+    state: StateConfig = field(default_factory=StateConfig)
 
     def tenant_for_key(self) -> dict[str, TenantConfig]:
         return {key: t for t in self.tenants for key in t.api_keys}
@@ -230,6 +244,28 @@ def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
     return TenantConfig(name=raw["name"], api_keys=tuple(keys), weight=float(weight), priority=priority)
 
 
+def _parse_state(r: _Reader, data: Mapping[str, Any]) -> StateConfig:
+    from gateway.coordination.url import parse_redis_url
+
+    raw = r.section(data, "state", "")
+    r.unknown(raw, {"redis_url", "redis_url_env", "lease_seconds", "namespace", "timeout"}, "state.")
+    url = r.secret(raw, "redis_url", "state.")
+    if url is not None:
+        try:
+            parse_redis_url(url)
+        except ValueError as exc:
+            r.problems.append(f"state.redis_url: {exc}")
+    lease = float(r.number(raw, "lease_seconds", 10.0, "state.", exclusive=True))
+    timeout = float(r.number(raw, "timeout", 0.5, "state.", exclusive=True))
+    if timeout >= lease / 3:
+        r.problems.append(f"state.timeout: must be below lease_seconds / 3 ({lease / 3:g}), got {timeout:g}")
+    namespace = raw.get("namespace", "llm-gateway")
+    if not isinstance(namespace, str) or not namespace or "{" in namespace or "}" in namespace:
+        r.problems.append(f"state.namespace: must be a non-empty name without braces, got {namespace!r}")
+        namespace = "llm-gateway"
+    return StateConfig(redis_url=url, lease_seconds=lease, namespace=namespace, timeout=timeout)
+
+
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""
     r = _Reader(os.environ if env is None else env)
@@ -247,6 +283,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             "max_body_bytes",
             "retries",
             "shutdown_grace",
+            "state",
         },
         "",
     )
@@ -342,6 +379,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1, integer=True),
         retries=r.number(data, "retries", 1, "", integer=True),
         shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
+        state=_parse_state(r, data),
     )
     _check_algorithm(r, config)
     if r.problems:

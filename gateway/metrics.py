@@ -166,6 +166,20 @@ class Metrics:
             registry=r,
         )
 
+        self.coordination_up = Gauge(
+            "gateway_coordination_up",
+            "1 while this process shares admission state through Redis; 0 while it admits on its local "
+            "share because Redis is unreachable. Absent without state.redis_url.",
+            ["namespace"],
+            registry=r,
+        )
+        self.coordination_replicas = Gauge(
+            "gateway_coordination_replicas",
+            "Gateway processes sharing state at the last contact with Redis (the fallback divides by it).",
+            ["namespace"],
+            registry=r,
+        )
+
     def set_sla(self, sla: SLA) -> None:
         for signal, target in sla.targets().items():
             self.sla_target.labels(signal).set(target)

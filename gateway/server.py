@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import uvicorn
 from starlette.types import ASGIApp
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def uvicorn_config(
@@ -33,16 +36,33 @@ def uvicorn_config(
     )
 
 
-async def serve(app: ASGIApp, host: str, port: int, *, grace: float, log_level: str = "info") -> None:
+async def serve(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    grace: float,
+    log_level: str = "info",
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Serve until a signal; on `sockets` when given (already bound), else on (host, port)."""
     server = uvicorn.Server(uvicorn_config(app, host, port, grace=grace, log_level=log_level))
-    await server.serve()
+    await server.serve(sockets=sockets)
 
 
-def run(app: ASGIApp, host: str, port: int, *, grace: float, log_level: str = "info") -> None:
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def run(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    grace: float,
+    log_level: str = "info",
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     try:
         import uvloop
 
-        uvloop.run(serve(app, host, port, grace=grace, log_level=log_level))
+        uvloop.run(serve(app, host, port, grace=grace, log_level=log_level, sockets=sockets))
     except ImportError:
-        asyncio.run(serve(app, host, port, grace=grace, log_level=log_level))
+        asyncio.run(serve(app, host, port, grace=grace, log_level=log_level, sockets=sockets))

@@ -87,3 +87,35 @@ def test_check_config_cli_prints_one_line_per_problem_and_exits_2(tmp_path: Path
         check=False,
     )
     assert good.returncode == 0, good.stdout + good.stderr
+
+
+def test_state_is_off_by_default_and_takes_a_redis_url_from_the_file_or_the_environment() -> None:
+    assert parse_config({"backends": ["http://a:1"]}).state.redis_url is None
+    state = parse_config(
+        {
+            "backends": ["http://a:1"],
+            "state": {"redis_url_env": "R", "lease_seconds": 6, "namespace": "prod"},
+        },
+        env={"R": "rediss+sentinel://:pw@s1,s2/mymaster"},
+    ).state
+    assert (state.redis_url, state.lease_seconds, state.namespace, state.timeout) == (
+        "rediss+sentinel://:pw@s1,s2/mymaster",
+        6.0,
+        "prod",
+        0.5,
+    )
+
+
+def test_state_problems_are_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "backends": ["http://a:1"],
+                "state": {"redis_url": "http://r:6379", "lease_seconds": 1, "namespace": "{x}", "pool": 3},
+            }
+        )
+    problems = info.value.problems
+    assert any(p.startswith("state.redis_url: unknown scheme 'http'") for p in problems)
+    assert "state.timeout: must be below lease_seconds / 3 (0.333333), got 0.5" in problems
+    assert any(p.startswith("state.namespace: must be a non-empty name without braces") for p in problems)
+    assert any(p.startswith("state.pool: unknown key") for p in problems)

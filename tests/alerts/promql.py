@@ -23,6 +23,8 @@ GAUGES = (
     "gateway_backend_kv_cache_usage_ratio",
     "gateway_backend_waiting_requests",
     "gateway_capacity_exhausted",
+    "gateway_coordination_up",
+    "gateway_coordination_replicas",
 )
 HISTOGRAMS = (
     "gateway_queue_wait_seconds",

@@ -29,9 +29,9 @@ def server() -> Iterator[RedisServer]:
         s.close()
 
 
-def coordinator(server: RedisServer, owner: str) -> Coordinator:
+def coordinator(server: RedisServer, owner: str, timeout: float = 2.0) -> Coordinator:
     return Coordinator(
-        connect(server.url, timeout=0.3),
+        connect(server.url, timeout=timeout),
         ["x"],
         clock=time.monotonic,
         owner=owner,
@@ -93,7 +93,7 @@ async def test_redis_stopped_and_started_again(server: RedisServer) -> None:
 
 
 async def test_a_frozen_redis_is_a_timeout_and_the_fallback_admits_at_once(server: RedisServer) -> None:
-    a = coordinator(server, "a")
+    a = coordinator(server, "a", timeout=1.0)
     await a.step()
     assert server.pid is not None
     os.kill(server.pid, signal.SIGSTOP)
@@ -103,7 +103,7 @@ async def test_a_frozen_redis_is_a_timeout_and_the_fallback_admits_at_once(serve
         waited = time.monotonic() - started
         assert len(leases) == 2 and a.fallback.mode is Mode.FALLBACK
         assert "Timeout" in a.fallback.reason
-        assert waited < 0.3 + 0.5  # one command timeout, then local decisions
+        assert waited < 3 * 1.0  # one command timeout, then local decisions (not one per request)
     finally:
         os.kill(server.pid, signal.SIGCONT)
     await a.step()

@@ -1,0 +1,130 @@
+"""`llm-gateway serve --workers N`: refused without Redis; with Redis, N processes on one port that
+share state, a killed worker is started again, a stopped Redis shows in /metrics and /admin/state
+and comes back, and SIGTERM stops every process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.procs import ROOT, Proc, free_port, spawn, spawn_sim
+from tests.redis_server import RedisServer
+
+
+def test_more_than_one_worker_without_redis_is_refused_with_one_line() -> None:
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--backend", "http://127.0.0.1:9", "--workers", "2"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "llm-gateway: --workers 2 needs shared state: give --redis-url URL or state.redis_url "
+        "(each worker alone would admit the whole limit)"
+    ]
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as response:  # a new connection every time
+        return str(response.read().decode())
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def worker_pids(base: str, tries: int = 60) -> set[int]:
+    """The pids of the workers answering on the port: the owner in /admin/state names each."""
+    seen = set()
+    for _ in range(tries):
+        owner = json.loads(get(f"{base}/admin/state"))["coordination"]["owner"]
+        seen.add(int(owner.split("/")[1]))
+    return seen
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_two_workers_share_a_port_and_redis_and_survive_a_killed_worker(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    config = tmp_path / "gateway.yaml"
+    with spawn_sim() as sim:
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "backends": [sim.url],
+                    "listen": {"host": "127.0.0.1", "port": port},
+                    "state": {"redis_url": redis_server.url, "lease_seconds": 1.5, "timeout": 0.4},
+                    "shutdown_grace": 2,
+                }
+            )
+        )
+        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--workers", "2"]
+        gateway: Proc = spawn([*cmd, "--log-level", "warning"], f"{base}/health", base_url=base)
+        with gateway:
+            pids = set()
+            wait_for("both workers answering", lambda: len(pids.update(worker_pids(base)) or pids) == 2)
+            metric = re.compile(r'^gateway_coordination_up\{namespace="llm-gateway"\} (\S+)$', re.MULTILINE)
+
+            def coordination(value: str) -> Callable[[], bool]:
+                return lambda: all(m == value for m in metric.findall(get(f"{base}/metrics")) or ["?"])
+
+            wait_for("shared state", coordination("1.0"))
+
+            def replicas() -> set[int]:
+                return {json.loads(get(f"{base}/admin/state"))["coordination"]["replicas"] for _ in range(6)}
+
+            wait_for("each worker counting two replicas", lambda: replicas() == {2})
+
+            victim = min(pids)
+            os.kill(victim, signal.SIGKILL)
+
+            def restarted() -> bool:
+                try:
+                    return bool(worker_pids(base, 20) - pids)
+                except OSError:  # a connection queued at the killed worker's socket is reset
+                    return False
+
+            wait_for("a new worker", restarted)
+            assert gateway.alive()
+
+            redis_server.stop()
+            wait_for("the fallback", lambda: all(coordination("0.0")() for _ in range(6)))
+            state = json.loads(get(f"{base}/admin/state"))["coordination"]
+            assert state["mode"] == "fallback" and state["reason"]
+            redis_server.start()
+            wait_for("shared state again", lambda: all(coordination("1.0")() for _ in range(6)))
+
+            workers = {p for p in worker_pids(base) if p != victim}
+            os.kill(gateway.pid, signal.SIGTERM)
+            assert gateway.popen.wait(15) == 0
+            assert not any(alive(p) for p in workers)
