@@ -27,6 +27,7 @@ ALERT_NAMES = {
     "GatewayLimitAtFloor",
     "GatewaySLAInfeasible",
     "GatewayDown",
+    "GatewayCoordinationLost",
 }
 
 
@@ -182,6 +183,8 @@ THRESHOLD_MUTATIONS = [
     ("GatewayLimitAtFloor", "gateway_concurrency_limit <= on", "gateway_concurrency_limit < on"),
     ("GatewayDown", 'up{job="llm-gateway"}', "up"),
     ("GatewayDown", "== 0", ">= 0"),
+    ("GatewayCoordinationLost", "min_over_time(", "avg_over_time("),
+    ("GatewayCoordinationLost", "[1m]) == 0", "[1m]) < 0"),
 ]
 
 
