@@ -42,7 +42,7 @@ class Gateway:
     def __init__(self, config: GatewayConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or time.monotonic
-        self.metrics = Metrics()
+        self.metrics = Metrics(coordination=config.state.redis_url is not None)
         self.metrics.set_sla(config.sla)
         self.telemetry = Telemetry(self.metrics)
         self.backends = [self._make_backend(i) for i in range(len(config.backends))]
@@ -230,10 +230,9 @@ class Gateway:
         for model, q in self.dispatch.queues.items():
             m.queue_depth.labels(model).set(q.depth)
             m.capacity_exhausted.labels(model).set(1 if self.dispatch.capacity_exhausted(model) else 0)
-        if self.coordinator is not None:
-            namespace = self.config.state.namespace
-            m.coordination_up.labels(namespace).set(1 if self.coordinator.fallback.shared else 0)
-            m.coordination_replicas.labels(namespace).set(self.coordinator.fallback.replicas)
+        if self.coordinator is not None and m.coordination_up and m.coordination_replicas:
+            m.coordination_up.set(1 if self.coordinator.fallback.shared else 0)
+            m.coordination_replicas.set(self.coordinator.fallback.replicas)
 
     def state(self) -> dict[str, object]:
         now = self.clock()

@@ -57,7 +57,9 @@ _WAIT_BUCKETS = (
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, coordination: bool = False) -> None:
+        """`coordination`: export the shared-state gauges (only with state.redis_url, so that the
+        alert on them cannot fire for a gateway that shares nothing)."""
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -166,19 +168,21 @@ class Metrics:
             registry=r,
         )
 
-        self.coordination_up = Gauge(
-            "gateway_coordination_up",
-            "1 while this process shares admission state through Redis; 0 while it admits on its local "
-            "share because Redis is unreachable. Absent without state.redis_url.",
-            ["namespace"],
-            registry=r,
-        )
-        self.coordination_replicas = Gauge(
-            "gateway_coordination_replicas",
-            "Gateway processes sharing state at the last contact with Redis (the fallback divides by it).",
-            ["namespace"],
-            registry=r,
-        )
+        self.coordination_up: Gauge | None = None
+        self.coordination_replicas: Gauge | None = None
+        if coordination:
+            self.coordination_up = Gauge(
+                "gateway_coordination_up",
+                "1 while this process shares admission state through Redis; 0 while it admits on its "
+                "local share because Redis is unreachable.",
+                registry=r,
+            )
+            self.coordination_replicas = Gauge(
+                "gateway_coordination_replicas",
+                "Gateway processes sharing state at the last contact with Redis (the fallback divides "
+                "by it).",
+                registry=r,
+            )
 
     def set_sla(self, sla: SLA) -> None:
         for signal, target in sla.targets().items():

@@ -107,7 +107,7 @@ def test_dashboard_shows_queue_shedding_kv_and_health() -> None:
 
 def test_gateway_exports_every_contract_metric() -> None:
     """The contract the rules and the dashboard rely on is what gateway.metrics registers."""
-    text = Metrics().render().decode()
+    text = Metrics(coordination=True).render().decode()
     families = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
     exported = set()
     for name, kind in families.items():
