@@ -24,6 +24,7 @@ lint: setup
 	$(BIN)/ruff check gateway tests loadtests
 	$(BIN)/ruff format --check gateway tests loadtests
 	$(BIN)/lint-imports
+	$(BIN)/hadolint deploy/Dockerfile
 
 typecheck: setup
 	$(BIN)/mypy
