@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim
+.PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
+	bench-coordination
 
 setup: $(STAMP)
 
@@ -148,3 +149,7 @@ bench-controller-sim: setup
 
 bench-algorithms: setup
 	$(BIN)/python -m loadtests.bench_algorithms
+
+# Cost of a shared slot: Redis lease acquire/release round trips against the in-process count.
+bench-coordination: setup redis
+	$(BIN)/python -m loadtests.bench_coordination
