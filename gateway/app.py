@@ -85,11 +85,19 @@ class Gateway:
 
     def _make_coordinator(self) -> Coordinator | None:
         """Shared state through Redis, when configured (the client is imported only then)."""
-        if self.config.state.redis_url is None:
+        state = self.config.state
+        if state.redis_url is None:
             return None
         from gateway.coordination.coordinator import Coordinator
 
-        return Coordinator.from_config(self.config.state, [b.name for b in self.backends], clock=self.clock)
+        return Coordinator.open(
+            state.redis_url,
+            [b.name for b in self.backends],
+            clock=self.clock,
+            namespace=state.namespace,
+            lease_seconds=state.lease_seconds,
+            timeout=state.timeout,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

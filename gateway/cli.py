@@ -153,7 +153,11 @@ def _serve_workers(config: Any, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return Supervisor(config, args.workers, args.log_level).run()
+    try:
+        return Supervisor(config, args.workers, args.log_level).run()
+    except OSError as exc:
+        print(f"llm-gateway: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
+        return 1
 
 
 def _check_config(args: argparse.Namespace) -> int:

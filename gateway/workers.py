@@ -9,9 +9,9 @@ per second; workers add cores.
 The supervisor binds the address first without listening: that resolves port 0 once, so every
 worker joins the same port, and it keeps the port taken between worker restarts. A bound socket
 that does not listen gets no connections. It forwards SIGTERM and SIGINT to the workers (each
-drains for `shutdown_grace`), and starts a worker again when one exits on its own, unless it
-exits within `FAST_EXIT` seconds of starting (a bad config, a port it may not bind): starting it
-again would fail the same way, so everything stops with that exit code.
+drains for `shutdown_grace`), and starts a worker again when one exits on its own or is killed,
+unless it exits with an error code within `FAST_EXIT` seconds of starting (a bad config, a port
+it may not bind): starting it again would fail the same way, so everything stops with that code.
 
 Workers share nothing in memory: more than one needs shared state (`state.redis_url`), which the
 CLI enforces.
@@ -130,9 +130,9 @@ class Supervisor:
                 if self._stopping:
                     break
                 code = proc.exitcode or 0
-                if time.monotonic() - started < FAST_EXIT:
+                if code > 0 and time.monotonic() - started < FAST_EXIT:
                     log.error("worker %d exited with %s right after starting; stopping", index, code)
-                    return code if code > 0 else 1
+                    return code
                 log.warning("worker %d exited with %s; starting it again", index, code)
                 self._start(index)
         return 0

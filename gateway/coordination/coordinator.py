@@ -22,7 +22,7 @@ import os
 import secrets
 import socket
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -35,9 +35,6 @@ from gateway.coordination.scripts import Keys
 from gateway.coordination.shared import SharedState, SharedView
 from gateway.coordination.slots import Lease
 from gateway.types import BackendSignals, Clock
-
-if TYPE_CHECKING:
-    from gateway.config import StateConfig
 
 log = logging.getLogger(__name__)
 
@@ -108,18 +105,25 @@ class CoordinatedSlots:
 
 class Coordinator:
     @classmethod
-    def from_config(cls, state: StateConfig, backends: Iterable[str], *, clock: Clock) -> Coordinator:
-        """A coordinator for `state.redis_url` (which must be set); connects on its first step."""
+    def open(
+        cls,
+        url: str,
+        backends: Iterable[str],
+        *,
+        clock: Clock,
+        namespace: str = "llm-gateway",
+        lease_seconds: float = 10.0,
+        timeout: float = 0.5,
+    ) -> Coordinator:
+        """A coordinator for the Redis at `url` (state.redis_url); it connects on its first step."""
         from gateway.coordination.connection import connect
 
-        if state.redis_url is None:
-            raise ValueError("state.redis_url is not set")
         return cls(
-            connect(state.redis_url, timeout=state.timeout),
+            connect(url, timeout=timeout),
             backends,
             clock=clock,
-            keys=Keys(state.namespace),
-            lease_seconds=state.lease_seconds,
+            keys=Keys(namespace),
+            lease_seconds=lease_seconds,
         )
 
     def __init__(

@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from gateway.coordination.fallback import Fallback, Mode
-
-
-class HandClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import FakeClock
 
 
 def test_starts_in_fallback_until_the_first_renewal() -> None:
-    clock = HandClock()
+    clock = FakeClock(100.0)
     fb = Fallback(clock=clock)
     assert fb.mode is Mode.FALLBACK and fb.reason == "not connected yet"
     assert fb.local_share(12) == 12  # alone as far as it knows: its own limit, not more
@@ -27,7 +20,7 @@ def test_starts_in_fallback_until_the_first_renewal() -> None:
 
 
 def test_loss_splits_the_last_limit_over_the_last_replica_count() -> None:
-    clock = HandClock()
+    clock = FakeClock(100.0)
     fb = Fallback(clock=clock)
     fb.contact(replicas=3)
     clock.now = 130.0
@@ -45,7 +38,7 @@ def test_loss_splits_the_last_limit_over_the_last_replica_count() -> None:
     ("limit", "replicas", "share"), [(1, 3, 1), (2, 5, 1), (7, 7, 1), (8, 1, 8), (64, 6, 10)]
 )
 def test_share_is_never_zero_and_never_above_the_limit(limit: int, replicas: int, share: int) -> None:
-    fb = Fallback(clock=HandClock())
+    fb = Fallback(clock=FakeClock(100.0))
     fb.contact(replicas)
     fb.lost("down")
     assert fb.local_share(limit) == share
