@@ -13,6 +13,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.procs import ROOT, free_port
@@ -85,3 +87,14 @@ class RedisServer:
     def close(self) -> None:
         self.stop()
         self._dir.cleanup()
+
+
+@contextmanager
+def running_redis() -> Iterator[RedisServer]:
+    """A started server, closed (stopped by its pid, its directory removed) on exit."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.procs import ROOT, Proc, free_port, spawn, spawn_sim
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, running_redis
 
 
 def test_more_than_one_worker_without_redis_is_refused_with_one_line() -> None:
@@ -63,12 +63,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
+    with running_redis() as server:
         yield server
-    finally:
-        server.close()
 
 
 def test_two_workers_share_a_port_and_redis_and_survive_a_killed_worker(

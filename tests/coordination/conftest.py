@@ -10,17 +10,13 @@ from redis.asyncio import Redis
 
 from gateway.coordination.connection import connect
 from gateway.coordination.scripts import Keys
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, running_redis
 
 
 @pytest.fixture(scope="module")
 def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer()
-    server.start()
-    try:
+    with running_redis() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture

@@ -16,17 +16,13 @@ from gateway.coordination.coordinator import Coordinator
 from gateway.coordination.fallback import Mode
 from gateway.coordination.scripts import Keys
 from gateway.coordination.slots import Lease
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, running_redis
 
 
 @pytest.fixture
 def server() -> Iterator[RedisServer]:
-    s = RedisServer()
-    s.start()
-    try:
-        yield s
-    finally:
-        s.close()
+    with running_redis() as server:
+        yield server
 
 
 def coordinator(server: RedisServer, owner: str, timeout: float = 2.0) -> Coordinator:
