@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -30,9 +31,15 @@ def redis_binary() -> Path:
     return BINARY
 
 
-def _answers_ping(port: int) -> bool:
+def _answers_ping(port: int, tls: bool) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as raw:
+            sock = raw
+            if tls:  # readiness only: the tests check the certificate through the client
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                sock = context.wrap_socket(raw)
             sock.sendall(b"PING\r\n")
             return sock.recv(16).startswith(b"+PONG")
     except OSError:
@@ -40,13 +47,50 @@ def _answers_ping(port: int) -> bool:
 
 
 class RedisServer:
-    """One redis-server process; `stop()` and `start()` again keep the port (and the URL)."""
+    """One redis-server process; `stop()` and `start()` again keep the port (and the URL).
 
-    def __init__(self, port: int | None = None) -> None:
+    `tls=(cert, key)` serves TLS only, with that certificate; `sentinel_config` runs a Sentinel
+    (the same binary with --sentinel) from that config text instead of a data server.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        tls: tuple[Path, Path] | None = None,
+        sentinel_config: str | None = None,
+    ) -> None:
         self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        scheme = "rediss" if tls else "redis"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/0"
+        self._tls = tls
+        self._sentinel_config = sentinel_config
         self._popen: subprocess.Popen[bytes] | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="redis-test-")
+
+    def _command(self) -> list[str]:
+        binary = str(redis_binary())
+        if self._sentinel_config is not None:
+            config = Path(self._dir.name) / "sentinel.conf"  # Sentinel rewrites it: a file of its own
+            config.write_text(self._sentinel_config)
+            return [binary, str(config), "--sentinel", "--port", str(self.port), "--bind", "127.0.0.1"]
+        port = ["--port", str(self.port)]
+        if self._tls is not None:
+            cert, key = self._tls
+            port = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert)]
+            port += ["--tls-key-file", str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
+        return [
+            binary,
+            *port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self._dir.name,
+        ]
 
     @property
     def pid(self) -> int | None:
@@ -54,19 +98,10 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> None:
         assert self._popen is None, "already running"
-        cmd = [
-            str(redis_binary()),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", self._dir.name,
-            "--daemonize", "no",
-            "--loglevel", "warning",
-        ]  # fmt: skip
+        cmd = [*self._command(), "--daemonize", "no", "--loglevel", "warning"]
         self._popen = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
-        while not _answers_ping(self.port):
+        while not _answers_ping(self.port, self._tls is not None):
             if self._popen.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
