@@ -110,7 +110,6 @@ class Observation:
     ceiling: int
     """Hard upper bound: configured max, or the KV-derived ceiling when lower."""
     floor: int
-    inflight: int
     peak_inflight: int
     """Highest inflight since the previous tick: tells whether the limit was binding."""
     queued: int
@@ -119,8 +118,6 @@ class Observation:
     """Window P90 per signal over samples dispatched since the last limit change."""
     p50: dict[Signal, float]
     sample_count: int
-    min_e2e_per_token: float | None = None
-    """Lowest e2e seconds per output token seen recently: the no-load latency estimate."""
     signals: BackendSignals | None = None
     preemptions_delta: float = 0.0
     """Preemptions counted by the backend since the previous tick."""
@@ -130,9 +127,6 @@ class Observation:
     """Samples needed since the last change before latency may move the limit."""
     p90_e2e_per_token: float | None = None
     """Window P90 of e2e seconds per output token (requests with output tokens only)."""
-    p50_e2e_per_token: float | None = None
-    completed: int = 0
-    """Requests this backend finished since the previous tick (any epoch, any outcome)."""
     counts: dict[Signal, int] = field(default_factory=dict)
     """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
     values: dict[Signal, list[float]] = field(default_factory=dict)

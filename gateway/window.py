@@ -151,34 +151,3 @@ def _sorted_newest(
                     break
     out.sort()
     return out
-
-
-class SlidingMin:
-    """Minimum of the values added in the last `horizon` seconds, O(1) amortised.
-
-    A monotonic deque: a new value evicts every older value that is not smaller, because those can
-    never be the minimum again while the new one is in the window.
-    """
-
-    def __init__(self, horizon: float) -> None:
-        if horizon <= 0:
-            raise ValueError(f"horizon must be > 0, got {horizon}")
-        self.horizon = horizon
-        self._items: deque[tuple[float, float]] = deque()
-
-    def add(self, at: float, value: float) -> None:
-        items = self._items
-        while items and items[-1][1] >= value:
-            items.pop()
-        items.append((at, value))
-        self._expire(at)
-
-    def _expire(self, now: float) -> None:
-        horizon = now - self.horizon
-        items = self._items
-        while items and items[0][0] < horizon:
-            items.popleft()
-
-    def value(self, now: float) -> float | None:
-        self._expire(now)
-        return self._items[0][1] if self._items else None

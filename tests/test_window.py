@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.types import Sample
-from gateway.window import SampleWindow, SlidingMin, nearest_rank
+from gateway.window import SampleWindow, nearest_rank
 from tests.clock import FakeClock
 
 
@@ -76,17 +76,6 @@ def test_validation() -> None:
         SampleWindow(FakeClock(), max_age=0)
     with pytest.raises(ValueError, match="max_samples"):
         SampleWindow(FakeClock(), max_samples=0)
-
-
-def test_sliding_min() -> None:
-    m = SlidingMin(horizon=10.0)
-    assert m.value(0.0) is None
-    m.add(0.0, 5.0)
-    m.add(1.0, 3.0)
-    m.add(2.0, 4.0)
-    assert m.value(2.0) == 3.0
-    assert m.value(11.5) == 4.0  # 3.0 (added at 1) has left the window
-    assert m.value(12.5) is None
 
 
 def test_newest_samples_only() -> None:

@@ -28,7 +28,6 @@ def make_obs(**overrides: Any) -> Observation:
     fields.setdefault("counts", {signal: fields["sample_count"] for signal in fields["p90"]})
     # Binding unless told otherwise: the peak follows the limit.
     fields.setdefault("peak_inflight", fields["limit"])
-    fields.setdefault("inflight", fields["limit"])
     return Observation(**fields)
 
 

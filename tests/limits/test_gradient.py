@@ -80,4 +80,4 @@ def test_bad_rtt_choice() -> None:
 
 
 def test_observation_default_has_no_per_token() -> None:
-    assert Observation(1, 1, 1, 1, 0, 0, 0, {}, {}, 0).p90_e2e_per_token is None
+    assert Observation(1, 1, 1, 1, 0, 0, {}, {}, 0).p90_e2e_per_token is None

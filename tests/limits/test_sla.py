@@ -71,7 +71,7 @@ def test_a_met_target_clears_the_floor(obs: ObsFactory) -> None:
 
 
 def test_not_binding_never_moves_whatever_latency_or_counters_say(obs: ObsFactory) -> None:
-    d = algo().update(obs(limit=10, peak_inflight=0, inflight=0, p90={"ttft": 5.0}, preemptions_delta=40.0))
+    d = algo().update(obs(limit=10, peak_inflight=0, p90={"ttft": 5.0}, preemptions_delta=40.0))
     assert (d.direction, d.reason) == (Direction.HOLD, "not_binding")
 
 

@@ -1,0 +1,184 @@
+"""What one backend's requests have shown about its latency and delivery since the limit last changed.
+
+Three sources, merged at each control tick:
+- finished requests: a `SampleWindow` of TTFT, TPOT and e2e per request, restarted (`start_epoch`)
+  on every limit change so the algorithm judges only the limit in force;
+- first tokens: a streaming request's TTFT is recorded when its first token arrives, because it is
+  known seconds before the request ends;
+- streams in flight, read at the tick:
+    TTFT: a stream older than `overdue_after` (the TTFT target) with no token yet has already missed
+      it; its age counts as a TTFT value, a lower bound, so an engine that stops producing first
+      tokens is seen before any of them arrives;
+    TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far,
+      max((last - first) / (events - 1), (now - first) / events),
+      the mean gap between its events, or the mean had the next event come now, so a stall shows;
+      a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
+  Streams sent before the epoch began describe the old limit and do not count.
+
+Percentiles are nearest-rank P90 and P50 per signal over the newest `newest` finished values plus
+the live ones; counts are per signal, because signals arrive at different times (TTFT at the first
+token, TPOT when the request ends). A signal no request measured (TTFT and TPOT of non-streaming
+traffic) is taken from the backend's own histogram P90, if that scrape came after the epoch began,
+and counts as `min_samples` values.
+
+Delivered tokens: output tokens since the previous `take_delivered`, counting each stream's events
+as they arrive and, when a request finishes, the rest of its output tokens; each token once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import NamedTuple
+
+from gateway.types import SIGNALS, BackendSignals, Clock, Sample, Signal, StreamProgress
+from gateway.window import SampleWindow, nearest_rank
+
+PARTIAL_MIN_EVENTS = 8
+"""Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
+
+
+class Percentiles(NamedTuple):
+    p90: dict[Signal, float]
+    p50: dict[Signal, float]
+    counts: dict[Signal, int]
+    """How many values stand behind each P90 (`min_samples` for one read from the backend)."""
+    values: dict[Signal, list[float]]
+    """The values behind each measured P90, sorted."""
+
+
+class Evidence:
+    """Finished samples, first tokens and streams in flight of one backend, per epoch."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        window_seconds: float = 30.0,
+        window_max_samples: int = 1000,
+        min_samples: int = 8,
+        overdue_after: float | None = None,
+    ) -> None:
+        self._clock = clock
+        self._min_samples = min_samples
+        self._overdue_after = overdue_after
+        self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
+        self._streams: dict[Hashable, tuple[float, StreamProgress]] = {}
+        """Streaming requests in flight: dispatch time and progress."""
+        self._counted: dict[Hashable, int] = {}
+        """Output events of each stream in flight already counted as delivered tokens."""
+        self._delivered = 0
+        """Output tokens of finished requests not yet counted, since the previous take."""
+
+    @property
+    def epoch_start(self) -> float:
+        return self._window.epoch_start
+
+    @property
+    def watching(self) -> int:
+        """Streams in flight being watched."""
+        return len(self._streams)
+
+    def __len__(self) -> int:
+        """Finished samples and first tokens in the window."""
+        return len(self._window)
+
+    def start_epoch(self, at: float) -> None:
+        """The limit changed at `at`: what was sent before no longer counts."""
+        self._window.start_epoch(at)
+
+    # -- what requests report -----------------------------------------------------------------
+
+    def watch(self, key: Hashable, dispatched_at: float, progress: StreamProgress) -> None:
+        self._streams[key] = (dispatched_at, progress)
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        self._window.add_first_token(dispatched_at, ttft)
+
+    def finish(self, key: Hashable, sample: Sample | None) -> None:
+        """Stop watching `key`; count the output tokens it delivered that were not counted yet and
+        record `sample` if the request finished well."""
+        self._streams.pop(key, None)
+        counted = self._counted.pop(key, 0)
+        if sample is not None:
+            self._delivered += max(0, sample.output_tokens - counted)
+            if sample.ok:
+                self._window.add(sample)
+
+    # -- what the tick reads ------------------------------------------------------------------
+
+    def live(self) -> dict[Signal, list[float]]:
+        """Overdue TTFTs and the pace of this epoch's streams in flight (see the module doc)."""
+        if not self._streams:
+            return {}
+        now = self._clock()
+        start, bound = self._window.epoch_start, self._overdue_after
+        overdue: list[float] = []
+        pace: list[float] = []
+        for dispatched_at, progress in self._streams.values():
+            if dispatched_at < start:
+                continue
+            first = progress.first_at
+            if first is None:
+                if bound is not None and now - dispatched_at > bound:
+                    overdue.append(now - dispatched_at)
+                continue
+            events, last = progress.events, progress.last_at
+            if events >= PARTIAL_MIN_EVENTS and last is not None:
+                pace.append(max((last - first) / (events - 1), (now - first) / events))
+        live: dict[Signal, list[float]] = {}
+        if overdue:
+            live["ttft"] = overdue
+        if pace:
+            live["tpot"] = pace
+        return live
+
+    def percentiles(
+        self,
+        live: dict[Signal, list[float]],
+        newest: int | None = None,
+        backend: BackendSignals | None = None,
+    ) -> Percentiles:
+        """P90 and P50 per signal over the newest finished values and `live`, with their counts;
+        a signal with no values at all is read from `backend` if it was scraped in this epoch."""
+        p90: dict[Signal, float] = {}
+        p50: dict[Signal, float] = {}
+        counts: dict[Signal, int] = {}
+        measured: dict[Signal, list[float]] = {}
+        for signal in SIGNALS:
+            values = self._window.values(signal, newest)
+            extra = live.get(signal)
+            if extra:
+                values = sorted(values + extra)
+            if values:
+                p90[signal] = _rank(values, 0.9)
+                p50[signal] = _rank(values, 0.5)
+                counts[signal] = len(values)
+                measured[signal] = values
+        if backend is not None and backend.at >= self._window.epoch_start:
+            for signal in SIGNALS:
+                value = backend.p90(signal)
+                if signal not in p90 and value is not None:
+                    p90[signal] = value
+                    counts[signal] = self._min_samples
+        return Percentiles(p90, p50, counts, measured)
+
+    def per_token_values(self, newest: int | None = None) -> list[float]:
+        """Sorted e2e seconds per output token of the newest finished requests with output."""
+        return self._window.per_token_values(newest)
+
+    def take_delivered(self) -> int:
+        """Output tokens delivered since the previous take: finished requests' remainders plus the
+        events streams in flight showed since then."""
+        total = self._delivered
+        self._delivered = 0
+        for key, (_, progress) in self._streams.items():
+            events = progress.events
+            total += events - self._counted.get(key, 0)
+            self._counted[key] = events
+        return total
+
+
+def _rank(sorted_values: list[float], q: float) -> float:
+    value = nearest_rank(sorted_values, q)
+    assert value is not None  # called with at least one value
+    return value

@@ -1,0 +1,248 @@
+"""One backend's limiter: the control tick that shows the algorithm what happened and applies its limit.
+
+The limit algorithm (gateway.limits) decides; the limiter measures and applies. Its parts, each in
+its own module: the count of requests in flight and their slots (`slots`), what those requests
+showed (`evidence`), the KV ceiling (`ceiling`) and the engine's preemption counter (`counters`).
+The limiter wires them: slots report to it, it forwards to the evidence and the ceiling.
+
+    ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), >= floor
+    limit     = clamp(algorithm's limit, floor, ceiling), applied at each tick
+    in force  = min(limit, ceiling), lowered at once when a scrape lowers the ceiling
+
+Rules:
+- The algorithm sees P90s over the newest `control_samples` values of the current epoch, so a step
+  change shows within a few seconds instead of when the whole window has turned over; `state()`
+  and `p90()` report the whole window.
+- When the limit changes a new epoch starts: the evidence of the old limit no longer counts.
+- A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
+  so what is reported is what was applied.
+- Every rise of the limit in force wakes whoever waits for capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gateway.limiter.ceiling import KVCeiling
+from gateway.limiter.counters import CounterDelta
+from gateway.limiter.evidence import Evidence
+from gateway.limiter.slots import InFlight, Slot
+from gateway.limits.base import LimitAlgorithm, clamp
+from gateway.types import (
+    BackendSignals,
+    Clock,
+    Decision,
+    Direction,
+    Observation,
+    Sample,
+    Signal,
+    StreamProgress,
+)
+from gateway.window import nearest_rank
+
+
+class Limiter:
+    def __init__(
+        self,
+        algorithm: LimitAlgorithm,
+        *,
+        clock: Clock,
+        floor: int = 1,
+        max_limit: int = 256,
+        window_seconds: float = 30.0,
+        window_max_samples: int = 1000,
+        min_samples: int = 8,
+        on_capacity: Callable[[], None] | None = None,
+        control_samples: int | None = 32,
+        overdue_after: float | None = None,
+    ) -> None:
+        if floor < 1:
+            raise ValueError(f"floor must be >= 1, got {floor}")
+        if max_limit < floor:
+            raise ValueError(f"max_limit ({max_limit}) must be >= floor ({floor})")
+        if min_samples < 0:
+            raise ValueError(f"min_samples must be >= 0, got {min_samples}")
+        self.algorithm = algorithm
+        self._clock = clock
+        self._floor = floor
+        self._max_limit = max_limit
+        self._min_samples = min_samples
+        self._control_samples = control_samples
+        self._evidence = Evidence(
+            clock,
+            window_seconds=window_seconds,
+            window_max_samples=window_max_samples,
+            min_samples=min_samples,
+            overdue_after=overdue_after,
+        )
+        self._kv = KVCeiling()
+        self._preemptions = CounterDelta()
+        self._signals: BackendSignals | None = None
+
+        self._ceiling = max_limit
+        self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
+        self._inflight = InFlight(self._limit, self, on_capacity)
+        self._last_decision: Decision | None = None
+        self._last_change_at = clock()
+        self._last_tick_at = self._last_change_at
+        self._evidence.start_epoch(self._last_change_at)
+
+    @property
+    def limit(self) -> int:
+        """The limit in force: the algorithm's, lowered at once if a scrape lowered the ceiling."""
+        return self._inflight.limit
+
+    @property
+    def inflight(self) -> int:
+        return self._inflight.count
+
+    @property
+    def ceiling(self) -> int:
+        return self._ceiling
+
+    @property
+    def floor(self) -> int:
+        return self._floor
+
+    @property
+    def last_decision(self) -> Decision | None:
+        return self._last_decision
+
+    @property
+    def last_change_at(self) -> float:
+        return self._last_change_at
+
+    # -- hot path -----------------------------------------------------------------------------
+
+    def has_room(self) -> bool:
+        return self._inflight.has_room()
+
+    def acquire(self) -> Slot:
+        """Admit one request; raises if there is no room (ask `has_room` first)."""
+        return self._inflight.acquire()
+
+    # -- what slots report (slots.SlotEvents) -------------------------------------------------
+
+    def stream_started(self, slot: Slot, dispatched_at: float, progress: StreamProgress) -> None:
+        self._evidence.watch(slot, dispatched_at, progress)
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        self._evidence.first_token(dispatched_at, ttft)
+
+    def finished(self, slot: Slot, sample: Sample | None) -> None:
+        self._evidence.finish(slot, sample)
+        if sample is not None and sample.ok:
+            self._kv.add_request(sample.prompt_tokens + sample.output_tokens)
+
+    # -- scrape loop --------------------------------------------------------------------------
+
+    def observe(self, signals: BackendSignals) -> None:
+        """Take one scrape of the backend's /metrics."""
+        self._signals = signals
+        self._preemptions.observe(signals.preemptions_total)
+        self._kv.observe(signals)
+        self._refresh_ceiling()
+
+    def kv_ceiling(self) -> int | None:
+        """Concurrency the KV cache can hold at the observed request footprint, if known."""
+        return self._kv.kv_ceiling()
+
+    def _refresh_ceiling(self) -> None:
+        if self.algorithm.respects_kv_ceiling:
+            self._ceiling = self._kv.bound(self._floor, self._max_limit)
+        else:
+            self._ceiling = self._max_limit
+        self._inflight.set_limit(min(self._limit, self._ceiling))
+
+    # -- control tick -------------------------------------------------------------------------
+
+    def p90(self) -> dict[Signal, float]:
+        return self._evidence.percentiles(self._evidence.live(), None, self._signals).p90
+
+    def tick(self, queued: int) -> Decision:
+        """Run the algorithm once and apply its limit. Called by the control loop."""
+        now = self._clock()
+        self._refresh_ceiling()
+        evidence = self._evidence
+        live = evidence.live()
+        p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._signals)
+        obs = Observation(
+            now=now,
+            limit=self._limit,
+            ceiling=self._ceiling,
+            floor=self._floor,
+            peak_inflight=self._inflight.peak,
+            queued=queued,
+            p90=p90,
+            p50=p50,
+            sample_count=len(evidence) + sum(map(len, live.values())),
+            signals=self._signals,
+            preemptions_delta=self._preemptions.take(),
+            since_change=now - self._last_change_at,
+            min_samples=self._min_samples,
+            p90_e2e_per_token=nearest_rank(evidence.per_token_values(self._control_samples), 0.9),
+            counts=counts,
+            values=values,
+            delivered_tokens=float(evidence.take_delivered()),
+            interval=now - self._last_tick_at,
+        )
+        self._last_tick_at = now
+        decision = self.algorithm.update(obs)
+        new = clamp(decision.limit, self._floor, self._ceiling)
+        if new != decision.limit:
+            decision = replace(decision, limit=new, direction=_direction(self._limit, new))
+        self._inflight.reset_peak()
+        if new != self._limit:
+            self._limit = new
+            self._last_change_at = now
+            evidence.start_epoch(now)
+        self._inflight.set_limit(self._limit)
+        self._last_decision = decision
+        return decision
+
+    # -- introspection ------------------------------------------------------------------------
+
+    def state(self) -> dict[str, object]:
+        """A JSON-ready account of this backend's limiter for /admin/state."""
+        p90, p50, _, _ = self._evidence.percentiles(self._evidence.live(), None, self._signals)
+        sig = self._signals
+        d = self._last_decision
+        return {
+            "algorithm": self.algorithm.name,
+            "limit": self.limit,
+            "ceiling": self._ceiling,
+            "kv_ceiling": self._kv.kv_ceiling(),
+            "floor": self._floor,
+            "inflight": self.inflight,
+            "p90": {s: round(v, 6) for s, v in p90.items()},
+            "p50": {s: round(v, 6) for s, v in p50.items()},
+            "samples": len(self._evidence),
+            "kv_usage": sig.kv_usage if sig is not None else None,
+            "waiting": sig.waiting if sig is not None else None,
+            "preemptions_total": sig.preemptions_total if sig is not None else None,
+            "kv_capacity_tokens": self._kv.capacity,
+            "running": sig.running if sig is not None else None,
+            "tokens_per_request": _rounded(self._kv.tokens_per_request),
+            "kv_tokens_per_running": _rounded(self._kv.per_running),
+            "last_change_at": self._last_change_at,
+            "sla_infeasible": d is not None and d.sla_infeasible,
+            "latency_floor": None
+            if d is None or d.latency_floor is None
+            else {s: round(v, 6) for s, v in d.latency_floor.items()},
+            "last_decision": None
+            if d is None
+            else {"direction": d.direction.value, "reason": d.reason, "detail": d.detail},
+        }
+
+
+def _direction(old: int, new: int) -> Direction:
+    if new > old:
+        return Direction.UP
+    if new < old:
+        return Direction.DOWN
+    return Direction.HOLD
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

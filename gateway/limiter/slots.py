@@ -1,0 +1,136 @@
+"""The count of requests in flight against the limit in force, and the slots that hold it.
+
+`InFlight.acquire` admits one request while count < limit and hands back a `Slot`; `Slot.release`
+gives it back. Each slot is released exactly once (a second release raises), so the count is the
+number of admitted requests that have not ended, on every path.
+
+Rules:
+- The count never exceeds the limit at acquire: the caller asks `has_room` first, and `acquire`
+  refuses rather than overbook, because an overbooked backend is what the limit exists to prevent.
+- The limit may drop below the count (a cut, a lower ceiling); requests in flight finish, and no new
+  one is admitted until the count is below the new limit.
+- `on_capacity` is called when a release leaves room, and when the limit rises, so a queue of
+  waiting requests is woken exactly when one of them can be admitted and not otherwise.
+- `peak` is the highest count since the last `reset_peak`: whether the limit was binding between
+  two control ticks, which the count at the tick alone cannot tell.
+- A slot reports what it learns (a stream's progress, its first token, how the request ended) to a
+  `SlotEvents` receiver; after release it reports nothing more, so a late event from a finished
+  stream cannot count.
+
+Hot path: `acquire` and `Slot.release` do constant work and allocate one `Slot` per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from gateway.types import Sample, StreamProgress
+
+
+class SlotEvents(Protocol):
+    """Where a slot reports what its request showed while it held the slot."""
+
+    def stream_started(self, slot: Slot, dispatched_at: float, progress: StreamProgress) -> None:
+        """A streaming request was sent; `progress` can be read until the slot is released."""
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        """The request's first token arrived after `ttft` seconds."""
+
+    def finished(self, slot: Slot, sample: Sample | None) -> None:
+        """The request ended; `sample` if it finished well (its TTFT removed if already reported)."""
+
+
+class InFlight:
+    """Requests in flight on one backend, against the limit in force."""
+
+    __slots__ = ("_count", "_events", "_limit", "_on_capacity", "_peak")
+
+    def __init__(self, limit: int, events: SlotEvents, on_capacity: Callable[[], None] | None = None) -> None:
+        self._limit = limit
+        self._events = events
+        self._on_capacity = on_capacity
+        self._count = 0
+        self._peak = 0
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    @property
+    def peak(self) -> int:
+        """Highest count since the last `reset_peak`."""
+        return self._peak
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def has_room(self) -> bool:
+        return self._count < self._limit
+
+    def acquire(self) -> Slot:
+        if self._count >= self._limit:
+            raise RuntimeError(f"no room: {self._count} in flight, limit {self._limit}")
+        self._count += 1
+        if self._count > self._peak:
+            self._peak = self._count
+        return Slot(self, self._events)
+
+    def release(self) -> None:
+        """One request ended. Called by `Slot.release` only, which guarantees once per slot."""
+        self._count -= 1
+        if self._on_capacity is not None and self._count < self._limit:
+            self._on_capacity()
+
+    def set_limit(self, limit: int) -> None:
+        """Apply a new limit; a rise wakes whoever waits for capacity."""
+        before = self._limit
+        self._limit = limit
+        if limit > before and self._on_capacity is not None:
+            self._on_capacity()
+
+    def reset_peak(self) -> None:
+        self._peak = self._count
+
+
+class Slot:
+    """One admitted request's hold on a backend. Release exactly once."""
+
+    __slots__ = ("_events", "_inflight", "_released", "_ttft_reported")
+
+    def __init__(self, inflight: InFlight, events: SlotEvents) -> None:
+        self._inflight = inflight
+        self._events = events
+        self._released = False
+        self._ttft_reported = False
+
+    def streaming(self, dispatched_at: float, progress: StreamProgress) -> None:
+        """A streaming request was sent: its progress is watched until the slot is released.
+
+        Until the first token, the request's age bounds its TTFT from below; after a few tokens, the
+        pace so far estimates its TPOT. Both count at the control tick, before the request ends.
+        """
+        if not self._released:
+            self._events.stream_started(self, dispatched_at, progress)
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        """The request's first token arrived: its TTFT counts now, not when the request ends."""
+        if not self._released and not self._ttft_reported:
+            self._ttft_reported = True
+            self._events.first_token(dispatched_at, ttft)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self, sample: Sample | None = None) -> None:
+        """Give the slot back; record `sample` if the request finished well. Twice is a bug."""
+        if self._released:
+            raise RuntimeError("slot released twice")
+        self._released = True
+        if self._ttft_reported and sample is not None and sample.ttft is not None:
+            sample = replace(sample, ttft=None)
+        self._events.finished(self, sample)
+        self._inflight.release()

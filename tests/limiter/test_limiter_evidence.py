@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import pytest
+from limiter_helpers import Progress
+
+from gateway.limiter.evidence import PARTIAL_MIN_EVENTS, Evidence
+from gateway.types import BackendSignals, Sample
+from tests.clock import FakeClock
+
+
+def evidence(**kw: object) -> tuple[Evidence, FakeClock]:
+    clock = FakeClock(100.0)
+    ev = Evidence(clock, **kw)  # type: ignore[arg-type]
+    ev.start_epoch(clock.now)
+    return ev, clock
+
+
+def p90(ev: Evidence, newest: int | None = None) -> dict[str, float]:
+    return dict(ev.percentiles(ev.live(), newest).p90)
+
+
+def stream(ev: Evidence, key: object, dispatched: float, gap: float, events: int) -> Progress:
+    """A stream whose first token came 0.1 s after dispatch, then one event every `gap` seconds."""
+    first = dispatched + 0.1
+    progress = Progress(first, first + gap * (events - 1), events)
+    ev.watch(key, dispatched, progress)
+    return progress
+
+
+def test_failed_requests_are_not_latency_samples() -> None:
+    ev, clock = evidence()
+    ev.finish(1, Sample(dispatched_at=clock.now, e2e=0.001, ok=False))
+    ev.finish(2, Sample(dispatched_at=clock.now, e2e=3.0))
+    assert p90(ev) == {"e2e": 3.0} and len(ev) == 1
+
+
+def test_ttft_counts_when_the_first_token_arrives() -> None:
+    ev, clock = evidence()
+    ev.first_token(clock.now, 0.3)
+    assert p90(ev) == {"ttft": 0.3}  # known long before the request finishes
+    ev.finish(1, Sample(dispatched_at=clock.now, e2e=5.3, tpot=0.01, output_tokens=500))
+    assert p90(ev) == {"ttft": 0.3, "tpot": 0.01, "e2e": 5.3}
+
+
+def test_a_new_epoch_drops_what_was_sent_before() -> None:
+    ev, clock = evidence()
+    ev.finish(1, Sample(dispatched_at=clock.now, e2e=1.0))
+    clock.now += 1.0
+    ev.start_epoch(clock.now)
+    ev.finish(2, Sample(dispatched_at=clock.now - 0.5, e2e=9.0))
+    assert len(ev) == 0 and p90(ev) == {}
+
+
+def test_control_reads_the_newest_values_and_the_window_all() -> None:
+    ev, clock = evidence()
+    for i, ttft in enumerate((5.0, 5.0, 5.0, 5.0, 0.1, 0.1, 0.1, 0.1)):
+        ev.finish(i, Sample(dispatched_at=clock.now, e2e=1.0, ttft=ttft))
+    assert p90(ev)["ttft"] == 5.0 and p90(ev, newest=4)["ttft"] == 0.1
+
+
+def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
+    ev, clock = evidence(overdue_after=1.0)
+    for key in range(4):
+        ev.watch(key, clock.now, Progress())
+    clock.now += 0.5
+    assert "ttft" not in p90(ev)  # not late yet: nothing is known
+    clock.now += 2.5
+    assert ev.live() == {"ttft": [3.0] * 4}  # each has waited 3 s: TTFT is at least that
+    for key in range(4):
+        ev.finish(key, None)
+    assert ev.watching == 0 and ev.live() == {}
+
+
+def test_the_pace_of_streams_in_flight_counts_as_tpot() -> None:
+    ev, clock = evidence()
+    start = clock.now
+    for key in range(8):
+        stream(ev, key, start, 0.06, 20)
+    clock.now = start + 0.1 + 0.06 * 19 + 0.01
+    assert ev.live()["tpot"] == pytest.approx([0.06] * 8)
+
+
+def test_a_stream_needs_a_few_events_before_its_pace_counts() -> None:
+    ev, clock = evidence()
+    progress = stream(ev, 1, clock.now, 0.06, PARTIAL_MIN_EVENTS - 1)
+    clock.now += 1.0
+    assert "tpot" not in ev.live()
+    progress.events += 1
+    assert "tpot" in ev.live()
+
+
+def test_a_stalled_stream_shows_its_stall() -> None:
+    """Ten quick events, then nothing: two seconds after the first, the pace is 2 s / 10 events."""
+    ev, clock = evidence()
+    stream(ev, 1, clock.now, 0.01, 10)
+    clock.now += 0.1 + 2.0
+    assert ev.live()["tpot"] == [pytest.approx(0.2)]
+
+
+def test_streams_sent_before_the_epoch_do_not_count() -> None:
+    ev, clock = evidence(overdue_after=1.0)
+    stream(ev, 1, clock.now, 0.06, 20)
+    ev.watch(2, clock.now, Progress())
+    clock.now += 3.0
+    assert set(ev.live()) == {"ttft", "tpot"}
+    ev.start_epoch(clock.now)
+    assert ev.live() == {}
+
+
+def test_the_backend_histogram_fills_a_signal_nothing_measured_in_this_epoch() -> None:
+    ev, clock = evidence(min_samples=5)
+    ev.finish(1, Sample(dispatched_at=clock.now, e2e=2.0))  # non-streaming
+    scrape = BackendSignals(at=clock.now, ttft_p90=2.5, e2e_p90=9.0)
+    got = ev.percentiles({}, None, scrape)
+    assert got.p90 == {"e2e": 2.0, "ttft": 2.5}  # measured e2e wins over the backend's
+    assert got.counts == {"e2e": 1, "ttft": 5} and "ttft" not in got.values
+    clock.now += 1.0
+    ev.start_epoch(clock.now)
+    assert ev.percentiles({}, None, scrape).p90 == {}  # scraped before the change
+
+
+def test_signals_are_counted_separately() -> None:
+    """A TTFT counts at the first token, the TPOT only when the request ends: counts say which."""
+    ev, clock = evidence()
+    for _ in range(8):
+        ev.first_token(clock.now, 0.2)
+    for key in range(3):
+        ev.finish(key, Sample(dispatched_at=clock.now, e2e=1.0, tpot=0.02))
+    got = ev.percentiles(ev.live())
+    assert got.counts == {"ttft": 8, "tpot": 3, "e2e": 3}
+    assert got.values["tpot"] == [0.02] * 3 and len(ev) == 11
+
+
+def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest() -> None:
+    ev, _ = evidence()
+    progress = Progress(first_at=100.1, last_at=100.5, events=40)
+    ev.watch("streaming", 100.0, progress)
+    assert ev.take_delivered() == 40
+    progress.events = 70
+    ev.finish("streaming", Sample(dispatched_at=100.0, e2e=1.5, output_tokens=100))
+    ev.finish("whole", Sample(dispatched_at=100.0, e2e=1.5, output_tokens=25))
+    ev.finish("failed", Sample(dispatched_at=100.0, e2e=1.5, output_tokens=7, ok=False))
+    ev.finish("no sample", None)
+    assert ev.take_delivered() == 60 + 25 + 7
+    assert ev.take_delivered() == 0
