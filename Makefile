@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination
+	bench-coordination bench-slots
 
 setup: $(STAMP)
 
@@ -146,6 +146,9 @@ bench-proxy: setup
 bench-controller-sim: setup
 	$(BIN)/python -m loadtests.controller.sim_matrix --algorithms sla aimd gradient
 	$(BIN)/python -m loadtests.controller.sim_matrix --server busy-host --algorithms sla aimd gradient
+
+bench-slots: setup
+	$(BIN)/python -m loadtests.bench_slots
 
 bench-algorithms: setup
 	$(BIN)/python -m loadtests.bench_algorithms
