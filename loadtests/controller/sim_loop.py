@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import random
 from collections import deque
 from collections.abc import Sequence
@@ -141,10 +142,11 @@ class Loop:
         self.bypass_active = 0
         self.engine_ttfts: list[float] = []
         self.engine_e2es: list[float] = []
-        self.shared = [
-            hash(("shared", j)) for j in range(workload.shared_prefix_tokens // profile.block_size)
-        ]
+        # Request ids start at 1: (0, j) is the shared prefix's block j, the same in every run.
+        self.shared = [hash((0, j)) for j in range(workload.shared_prefix_tokens // profile.block_size)]
         self._uid = 0
+        self._sent = itertools.count()
+        """Order of sending: breaks ties between requests ready at the same time, first sent first."""
 
     def request(self, gateway: bool) -> _Request:
         w, block = self.workload, self.base.block_size
@@ -161,7 +163,7 @@ class Loop:
             self.to_server(req)
 
     def to_server(self, req: _Request) -> None:
-        heapq.heappush(self.pending, (self.front.ready_at(self.now), id(req), req))
+        heapq.heappush(self.pending, (self.front.ready_at(self.now), next(self._sent), req))
 
     def admit(self) -> None:
         lim = self.limiter
