@@ -132,5 +132,7 @@ class Slot:
         self._released = True
         if self._ttft_reported and sample is not None and sample.ttft is not None:
             sample = replace(sample, ttft=None)
-        self._events.finished(self, sample)
-        self._inflight.release()
+        try:
+            self._events.finished(self, sample)
+        finally:
+            self._inflight.release()  # the count goes down even if recording the sample failed

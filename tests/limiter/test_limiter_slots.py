@@ -103,3 +103,16 @@ def test_a_sample_keeps_its_ttft_when_no_first_token_was_reported() -> None:
     sample = Sample(dispatched_at=100.0, e2e=2.0, ttft=0.3)
     slot.release(sample)
     assert events.log == [("finished", slot, sample)]
+
+
+def test_the_count_goes_down_even_if_recording_the_end_fails() -> None:
+    class Failing(Events):
+        def finished(self, slot: Slot, sample: Sample | None) -> None:
+            raise ValueError("broken receiver")
+
+    wake = Counter()
+    slots = InFlight(1, Failing(), wake)
+    slot = slots.acquire()
+    with pytest.raises(ValueError, match="broken receiver"):
+        slot.release(None)
+    assert slot.released and slots.count == 0 and wake.calls == 1
