@@ -8,17 +8,26 @@ Workloads differ where a controller tuned for one could fail on another: prompt 
 (prefill-bound vs decode-bound), distinct vs shared prefixes (the prefix cache moves the KV knee),
 chat vs completions, streaming vs not (a non-streaming request gives the proxy no first token).
 
-SLA levels are set per workload from its own unloaded latency (one client, measured first in the
-same run), so that one definition binds on engines of any speed:
-- `loose`: far above the unloaded latency; the SLA rarely binds and throughput decides;
-- `tight`: a small multiple of it, so the knee of the latency curve binds;
-- `infeasible`: below it, so no limit can meet it and the controller must say so and hold the
-  limit with the most throughput instead of starving the backend.
-A streaming workload is judged on TTFT and TPOT P90, a non-streaming one on end-to-end P90.
+SLA levels are set per workload from two P90s of the same run, so that one definition means the
+same on engines of any speed and on workloads whose latency grows with load at different rates:
+the unloaded P90 (one client straight at the engine, measured first) and the loaded P90 (the
+workload's first `direct` run: every client straight at the engine). Per signal:
+- `loose` = 1.5 x loaded: even direct meets it, so the SLA does not bind and throughput decides;
+- `tight` = sqrt(unloaded x loaded), the geometric mean: between the two on a log scale (latency
+  grows roughly geometrically with concurrency), so some limits meet it and the rest do not, and
+  goodput against the best fixed limit that meets it decides;
+- `infeasible` = 0.5 x unloaded: below what one request alone gets, so no limit meets it and the
+  controller must say so and hold the limit with the most throughput instead of starving the
+  backend.
+A streaming workload is judged on TTFT and TPOT P90, a non-streaming one on end-to-end P90. The SLA
+is judged from dispatch (a gateway's queue wait excluded); direct has no gateway queue, so its
+loaded P90 includes the engine's own queue, the latency a client without a gateway meets.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,45 +51,40 @@ class Workload:
     """Closed-loop clients: well past the knee of the engines this runs on."""
 
 
-@dataclass(frozen=True, slots=True)
-class SLALevel:
-    """Targets as multiples of the workload's unloaded P90 (measured with one client)."""
-
-    ttft: float | None
-    tpot: float | None
-    e2e: float | None
-
-
 WORKLOADS: tuple[Workload, ...] = (
     Workload("chat-short", "chat", True, (48, 96), (48, 96)),
     Workload("chat-long-prompt", "chat", True, (600, 760), (96, 160)),
     Workload("completions-long-output", "completions", True, (96, 160), (360, 440)),
     Workload("chat-shared-prefix", "chat", True, (660, 700), (120, 180), shared_prefix_tokens=600),
     Workload("completions-nonstream", "completions", False, (200, 300), (160, 240)),
-    Workload("chat-nonstream-mixed", "chat", False, (40, 800), (16, 400)),
+    # Longest prompt + output + the chat template stay within the engine's max_model_len of 1,024,
+    # so no request is cut short of the length it was drawn with.
+    Workload("chat-nonstream-mixed", "chat", False, (40, 560), (16, 400)),
 )
 
-SLA_LEVELS: dict[Level, SLALevel] = {
-    # TTFT grows fastest with load (queueing before prefill); TPOT and e2e more slowly.
-    "loose": SLALevel(ttft=20.0, tpot=4.0, e2e=6.0),
-    "tight": SLALevel(ttft=5.0, tpot=2.0, e2e=2.5),
-    "infeasible": SLALevel(ttft=0.5, tpot=0.5, e2e=0.5),
-}
+LOOSE_OVER_LOADED = 1.5
+INFEASIBLE_OVER_UNLOADED = 0.5
 
 
-def targets(workload: Workload, level: Level, unloaded: dict[str, float]) -> dict[str, float]:
-    """The SLA targets in seconds for `workload` at `level`, from its unloaded P90s by signal.
+def level_target(level: Level, unloaded: float, loaded: float) -> float:
+    """One signal's target in seconds at `level`, from its unloaded and loaded P90s."""
+    if level == "loose":
+        return LOOSE_OVER_LOADED * loaded
+    if level == "tight":
+        return math.sqrt(unloaded * loaded)
+    return INFEASIBLE_OVER_UNLOADED * unloaded
 
-    A streaming workload gets TTFT and TPOT targets, a non-streaming one an end-to-end target.
+
+def targets(
+    workload: Workload, level: Level, unloaded: Mapping[str, float], loaded: Mapping[str, float]
+) -> dict[str, float]:
+    """The SLA targets in seconds for `workload` at `level`, from its unloaded and loaded P90s.
+
+    A streaming workload gets TTFT and TPOT targets, a non-streaming one an end-to-end target; a
+    signal missing from either measurement gets none.
     """
-    factors = SLA_LEVELS[level]
     signals = ("ttft", "tpot") if workload.stream else ("e2e",)
-    out: dict[str, float] = {}
-    for signal in signals:
-        factor = getattr(factors, signal)
-        if factor is not None and signal in unloaded:
-            out[signal] = factor * unloaded[signal]
-    return out
+    return {s: level_target(level, unloaded[s], loaded[s]) for s in signals if s in unloaded and s in loaded}
 
 
 def by_name(name: str) -> Workload:

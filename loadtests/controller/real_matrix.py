@@ -2,16 +2,20 @@
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
        [--repeat 3] [--modes direct,fixed,adaptive] [--algorithm sla] [--quick]
-       [--warmup 5] [--window 12] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
+       [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
-Per workload: its unloaded latency first (one client straight at the engine), which sets each
-level's targets (loadtests.controller.matrix); then the repetitions, each running every mode once
-(loadtests.controller.plan): direct, the fixed limits around the KV knee, the adaptive controller
-once per level, a fresh gateway per mode. Every run's per-request records are judged against every
-level afterwards, so direct and fixed runs serve all levels. At the end one table row per cell
-with its verdict (loadtests.controller.verdict), one per mode, both printed and written to
-DIR/report.md; DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and
-DIR/summary.json the summaries and targets. `--rejudge` writes the report again from
+Per workload: its unloaded latency first (one client straight at the engine); then the
+repetitions, each running every mode once (loadtests.controller.plan): direct, the fixed limits at
+the KV knee and twice it, the adaptive controller once per level, a fresh gateway per mode. The
+first direct run's P90s are the loaded latency; with the unloaded ones they set each level's
+targets (loadtests.controller.matrix) before any gateway run. Every run's per-request records are
+judged against every level afterwards, so direct and fixed runs serve all levels. Every mode gets
+the same warm-up and window, long enough for an adaptive controller to converge from the initial
+limit of a freshly started gateway; the estimated wall time is printed before the first run. At
+the end: the levels' targets with the P90s that set them, one table row per cell with its verdict
+(loadtests.controller.verdict) and one per mode, printed and written to DIR/report.md; DIR/raw/
+holds one JSON per run (records, /admin/state samples, summary) and DIR/summary.json the
+summaries, the targets and the P90s. `--rejudge` writes the report again from
 DIR/summary.json with the current verdict rules, without running anything.
 
 Without --engine-url the engine is started from VLLM_VENV on a free port and stopped by its pid at
@@ -64,26 +68,35 @@ def unloaded(workload: matrix.Workload, info: EngineInfo, args: argparse.Namespa
 
 def run_workload(
     workload: matrix.Workload, info: EngineInfo, args: argparse.Namespace, out: Path
-) -> tuple[dict[str, dict[str, float]], list[verdict.RunSummary]]:
-    base = unloaded(workload, info, args)
-    targets: dict[str, dict[str, float]] = {
-        level: matrix.targets(workload, level, base) for level in matrix.LEVELS
-    }
-    print(f"\n== {workload.name}: unloaded P90 {base}", flush=True)
+) -> tuple[dict[str, dict[str, float]], list[verdict.RunSummary], dict[str, dict[str, float]]]:
+    """Every run of the workload; its levels' targets, the run summaries and the P90s behind them.
+
+    The targets are set after the first run, direct with every client (the loaded P90s); the
+    schedule starts with it, so every gateway run knows its level's targets.
+    """
+    measured = {"unloaded": unloaded(workload, info, args)}
+    print(f"\n== {workload.name}: unloaded P90 {_p90_text(measured['unloaded'])}", flush=True)
     limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs)
     modes = plan.modes(limits, args.levels, args.algorithm, args.modes)
     load = load_for(workload, info, args)
+    targets: dict[str, dict[str, float]] = {}
     summaries = []
     for run in plan.schedule(workload, modes, args.repeat):
-        gateway_targets = targets[run.mode.level or "loose"]
         began = time.monotonic()
-        result, states = runner.execute(run, info.url, load, gateway_targets)
+        result, states = runner.execute(run, info.url, load, targets.get(run.mode.level or "loose", {}))
+        if not targets:
+            measured["loaded"] = result.p90s()
+            targets = {
+                level: matrix.targets(workload, level, measured["unloaded"], measured["loaded"])
+                for level in matrix.LEVELS
+            }
+            print(f"== {workload.name}: loaded P90 {_p90_text(measured['loaded'])}; targets {targets}")
         summary = runner.summarize(run, result, states, {level: targets[level] for level in args.levels})
         summaries.append(summary)
         raw = {
             "summary": dataclasses.asdict(summary),
             "targets": targets,
-            "unloaded_p90": base,
+            "p90s": measured,
             "states": [{**s, "at": round(s["at"] - result.started, 3)} for s in states],
             "records": runner.raw_record(result),
         }
@@ -96,7 +109,7 @@ def run_workload(
             f"infeasible {summary.sla_infeasible}  ({time.monotonic() - began:.0f} s)",
             flush=True,
         )
-    return targets, summaries
+    return targets, summaries, measured
 
 
 def _p90_text(p90: dict[str, float]) -> str:
@@ -110,9 +123,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, help="repetitions (default 3; 2 with --quick)")
     parser.add_argument("--modes", default="direct,fixed,adaptive", help="kinds of mode to run")
     parser.add_argument("--algorithm", default="sla", help="the adaptive controller to judge")
-    parser.add_argument("--quick", action="store_true", help="3 s warm-up, 8 s window, repeat 2")
-    parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--window", type=float, default=12.0, help="steady window after the warm-up (s)")
+    parser.add_argument("--quick", action="store_true", help="10 s warm-up, 15 s window, repeat 2")
+    parser.add_argument("--warmup", type=float, default=15.0)
+    parser.add_argument("--window", type=float, default=25.0, help="steady window after the warm-up (s)")
     parser.add_argument("--drain", type=float, default=12.0, help="longest wait for generating streams")
     parser.add_argument("--unloaded", type=float, default=UNLOADED_S, help="one-client run per workload (s)")
     parser.add_argument("--clients", type=int, default=0, help="override each workload's client count")
@@ -122,7 +135,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rejudge", action="store_true", help="only re-judge OUT/summary.json")
     args = parser.parse_args(argv)
     if args.quick:
-        args.warmup, args.window, args.drain, args.unloaded = 3.0, 8.0, 8.0, 6.0
+        args.warmup, args.window, args.drain, args.unloaded = 10.0, 15.0, 8.0, 6.0
     if args.repeat is None:
         args.repeat = 2 if args.quick else 3
     args.workload_list = [matrix.by_name(n) for n in args.workloads.split(",") if n]
@@ -131,7 +144,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown levels {sorted(unknown)}; known: {', '.join(matrix.LEVELS)}")
     args.modes = [m for m in args.modes.split(",") if m]
+    if not args.rejudge and "direct" not in args.modes:
+        parser.error("--modes needs direct: its first run's P90s set the SLA levels")
     return args
+
+
+def estimate_s(args: argparse.Namespace) -> float:
+    """The plan's expected wall time, before the engine tells the fixed limits (one per factor)."""
+    modes = plan.modes(range(len(plan.FIXED_FACTORS)), args.levels, args.algorithm, args.modes)
+    workloads = len(args.workload_list)
+    runs = workloads * args.repeat * len(modes)
+    return plan.estimate_s(runs, workloads, args.warmup, args.window, args.drain, args.unloaded)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -139,16 +162,28 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def write_report(
-    out: Path, header: str, targets: dict[str, Any], summaries: list[verdict.RunSummary], levels: list[str]
+    out: Path,
+    header: str,
+    saved: dict[str, Any],
+    summaries: list[verdict.RunSummary],
+    levels: list[str],
 ) -> bool:
-    """Judge every cell, print the tables and write report.md and summary.json; True if all pass."""
+    """Judge every cell, print the tables and write report.md and summary.json; True if all pass.
+
+    `saved` holds per workload its levels' `targets` and the `p90s` (unloaded, loaded) behind them.
+    """
+    targets, p90s = saved["targets"], saved.get("p90s", {})
     cells = [verdict.judge(summaries, w, level, targets[w][level]) for w in targets for level in levels]
-    text = header + report.cell_table(cells) + "\n\n" + report.mode_table(summaries, levels) + "\n"
+    tables = [
+        report.levels_table(p90s, targets),
+        report.cell_table(cells),
+        report.mode_table(summaries, levels),
+    ]
+    text = header + "\n\n".join(t for t in tables if t) + "\n"
     print("\n" + text)
     (out / "report.md").write_text(text)
-    (out / "summary.json").write_text(
-        json.dumps({"targets": targets, "runs": [dataclasses.asdict(s) for s in summaries]}, indent=1)
-    )
+    runs = [dataclasses.asdict(s) for s in summaries]
+    (out / "summary.json").write_text(json.dumps({**saved, "runs": runs}, indent=1))
     return all(c.passed for c in cells)
 
 
@@ -157,7 +192,7 @@ def rejudge(out: Path, levels: list[str]) -> bool:
     saved = json.loads((out / "summary.json").read_text())
     summaries = [verdict.RunSummary(**r) for r in saved["runs"]]
     header = f"Re-judged from {out / 'summary.json'}\n\n"
-    return write_report(out, header, saved["targets"], summaries, levels)
+    return write_report(out, header, {k: v for k, v in saved.items() if k != "runs"}, summaries, levels)
 
 
 def main(argv: list[str]) -> int:
@@ -167,20 +202,22 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     (args.out / "raw").mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    all_targets: dict[str, Any] = {}
+    saved: dict[str, Any] = {"targets": {}, "p90s": {}}
     summaries: list[verdict.RunSummary] = []
+    print(f"estimated wall time: {estimate_s(args) / 60:.0f} min", flush=True)
     with engine_server(args.engine_url) as url:
         info = engine_info(url)
         print(f"engine {info}", flush=True)
         for workload in args.workload_list:
-            targets, runs = run_workload(workload, info, args, args.out)
-            all_targets[workload.name] = targets
+            targets, runs, p90s = run_workload(workload, info, args, args.out)
+            saved["targets"][workload.name] = targets
+            saved["p90s"][workload.name] = p90s
             summaries += runs
     header = (
         f"Command: python -m loadtests.controller.real_matrix {' '.join(argv)}\n"
         f"Wall time: {(time.monotonic() - started) / 60:.1f} min\n\n"
     )
-    return 0 if write_report(args.out, header, all_targets, summaries, args.levels) else 1
+    return 0 if write_report(args.out, header, saved, summaries, args.levels) else 1
 
 
 if __name__ == "__main__":

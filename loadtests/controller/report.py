@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from statistics import median
+from typing import Any
 
 from loadtests.controller.verdict import Cell, RunSummary, Spread
 
@@ -23,6 +24,24 @@ def spread(value: Spread | None, digits: int = 0) -> str:
 
 def targets_text(targets: Mapping[str, float]) -> str:
     return ", ".join(f"{SHORT[s]} {t:.3f}" for s, t in targets.items())
+
+
+def levels_table(p90s: Mapping[str, Mapping[str, Mapping[str, float]]], targets: Mapping[str, Any]) -> str:
+    """Per workload and signal: the unloaded and loaded P90s and each level's target from them."""
+    if not p90s:
+        return ""
+    levels = list(next(iter(targets.values()), {}))
+    lines = [
+        "| workload | signal | unloaded P90 (s) | loaded P90 (s) | " + " | ".join(levels) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(levels),
+    ]
+    for workload, measured in p90s.items():
+        for signal in targets[workload].get(levels[0], {}) if levels else ():
+            values = [measured.get(kind, {}).get(signal) for kind in ("unloaded", "loaded")]
+            shown = " | ".join("-" if v is None else f"{v:.3f}" for v in values)
+            level_targets = " | ".join(f"{targets[workload][level][signal]:.3f}" for level in levels)
+            lines.append(f"| {workload} | {SHORT[signal]} | {shown} | {level_targets} |")
+    return "\n".join(lines)
 
 
 def cell_table(cells: Sequence[Cell]) -> str:

@@ -1,9 +1,11 @@
 """The controller evaluation matrix (loadtests/controller/matrix.py) on the simulated engine, in
 virtual time: per cell, direct, a fixed-limit sweep and the adaptive controllers, and the targets.
 
-Per workload the unloaded P90s are measured first (one client, straight to the server), the SLA
-levels are set from them, then every mode runs the same closed loop (`clients` of the workload)
-for `--duration` virtual seconds and is judged on requests that finished after `--settle`.
+Per workload the unloaded P90s are measured first (one client, straight to the server), then
+direct (every client straight to the server) gives the loaded P90s after `--settle`; the SLA
+levels are set from both (loadtests.controller.matrix), and every mode runs the same closed loop
+(`clients` of the workload) for `--duration` virtual seconds and is judged on requests that
+finished after `--settle`.
 Throughput is output tokens/s; goodput counts only requests that met every target.
 Targets per cell: adaptive throughput >= 90% of direct (unless no fixed limit that meets the SLA
 gets 90% of direct: then meeting the SLA costs throughput and goodput decides); where some fixed
@@ -129,9 +131,10 @@ def run_workload(
         runs[f"fixed-{n}"] = simulate(
             workload, algo, SLA(), duration=args.duration, profile=profile, seed=args.seed
         )
+    loaded = p90s([d for d in runs["direct"].done if d.finished_at >= args.settle])
     verdicts = []
     for level in LEVELS:
-        sla = targets(workload, level, base)
+        sla = targets(workload, level, base, loaded)
         target_text = ", ".join(f"{s} {t:.3f}s" for s, t in sla.items())
         print(f"\n{workload.name} / {level}: {target_text}")
         direct = judge(runs["direct"], sla, args.settle)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loadtests.controller import plan
 from loadtests.controller.matrix import Workload
 
@@ -18,11 +20,11 @@ def test_a_shared_prefix_is_counted_once() -> None:
     assert plan.kv_knee(shared, 8192, 64) == (8192 - 600) / 200
 
 
-def test_fixed_sweep_spans_the_knee() -> None:
+def test_fixed_limits_are_the_knee_and_twice_it() -> None:
     workload = Workload("w", "completions", True, (400, 400), (112, 112))  # knee 16
-    assert plan.fixed_limits(workload, 8192, 32) == [8, 16, 32]
-    tiny = Workload("t", "completions", True, (8000, 8000), (100, 100))  # knee 1: no duplicates
-    assert plan.fixed_limits(tiny, 8192, 32) == [1, 2]
+    assert plan.fixed_limits(workload, 8192, 32) == [16, 32]
+    capped = Workload("c", "completions", True, (50, 50), (50, 50))  # knee capped at max_num_seqs
+    assert plan.fixed_limits(capped, 8192, 32) == [32, 64]
 
 
 def test_runs_are_interleaved_every_mode_once_per_repetition() -> None:
@@ -40,3 +42,9 @@ def test_modes_can_be_restricted_by_kind() -> None:
         ("direct", None, None),
         ("aimd-tight", "aimd", "tight"),
     ]
+
+
+def test_the_estimate_counts_every_run_its_drain_and_overheads() -> None:
+    per_run = 15 + 25 + plan.DRAIN_SHARE * 12 + plan.RUN_OVERHEAD_S
+    per_workload = 10 + plan.RUN_OVERHEAD_S
+    assert plan.estimate_s(36, 2, 15, 25, 12, 10) == pytest.approx(36 * per_run + 2 * per_workload)
