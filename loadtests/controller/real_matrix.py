@@ -1,7 +1,7 @@
 """The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
-       [--repeat 3] [--modes direct,fixed,adaptive] [--algorithm sla] [--quick]
+       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 1,2] [--algorithm sla] [--quick]
        [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
 Per workload: its unloaded latency first (one client straight at the engine); then the
@@ -76,7 +76,7 @@ def run_workload(
     """
     measured = {"unloaded": unloaded(workload, info, args)}
     print(f"\n== {workload.name}: unloaded P90 {_p90_text(measured['unloaded'])}", flush=True)
-    limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs)
+    limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs, args.fixed_factors)
     modes = plan.modes(limits, args.levels, args.algorithm, args.modes)
     load = load_for(workload, info, args)
     targets: dict[str, dict[str, float]] = {}
@@ -90,7 +90,8 @@ def run_workload(
                 level: matrix.targets(workload, level, measured["unloaded"], measured["loaded"])
                 for level in matrix.LEVELS
             }
-            print(f"== {workload.name}: loaded P90 {_p90_text(measured['loaded'])}; targets {targets}")
+            levels = "; ".join(f"{level} {_p90_text(t)}" for level, t in targets.items())
+            print(f"== {workload.name}: loaded P90 {_p90_text(measured['loaded'])}; targets {levels}")
         summary = runner.summarize(run, result, states, {level: targets[level] for level in args.levels})
         summaries.append(summary)
         raw = {
@@ -129,6 +130,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--drain", type=float, default=12.0, help="longest wait for generating streams")
     parser.add_argument("--unloaded", type=float, default=UNLOADED_S, help="one-client run per workload (s)")
     parser.add_argument("--clients", type=int, default=0, help="override each workload's client count")
+    parser.add_argument(
+        "--fixed-factors",
+        type=lambda text: [float(f) for f in text.split(",") if f],
+        default=list(plan.FIXED_FACTORS),
+        help="fixed limits as multiples of the KV knee (default 1,2)",
+    )
     parser.add_argument("--max-num-seqs", type=int, default=32, help="the engine's (sizes the fixed sweep)")
     parser.add_argument("--engine-url")
     parser.add_argument("--out", type=Path, default=Path("results/controller-real"))
@@ -151,7 +158,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def estimate_s(args: argparse.Namespace) -> float:
     """The plan's expected wall time, before the engine tells the fixed limits (one per factor)."""
-    modes = plan.modes(range(len(plan.FIXED_FACTORS)), args.levels, args.algorithm, args.modes)
+    modes = plan.modes(range(len(args.fixed_factors)), args.levels, args.algorithm, args.modes)
     workloads = len(args.workload_list)
     runs = workloads * args.repeat * len(modes)
     return plan.estimate_s(runs, workloads, args.warmup, args.window, args.drain, args.unloaded)

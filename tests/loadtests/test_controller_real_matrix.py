@@ -1,0 +1,30 @@
+"""The real-engine evaluation's command line: run lengths, the fixed sweep, the estimate."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtests.controller import plan, real_matrix
+
+
+def test_every_mode_gets_the_same_long_warm_up_and_window() -> None:
+    default = real_matrix.parse_args([])
+    assert (default.warmup, default.window, default.repeat) == (15.0, 25.0, 3)
+    quick = real_matrix.parse_args(["--quick"])
+    assert (quick.warmup, quick.window) == (10.0, 15.0)
+    assert real_matrix.parse_args(["--quick", "--repeat", "1"]).repeat == 1
+
+
+def test_the_estimate_counts_the_runs_of_the_plan() -> None:
+    args = real_matrix.parse_args(
+        ["--workloads", "chat-short,chat-long-prompt", "--fixed-factors", "0.25,1,2"]
+    )
+    assert args.fixed_factors == [0.25, 1.0, 2.0]
+    runs = 2 * 3 * (1 + 3 + 3)  # workloads x repetitions x (direct, fixed, one adaptive per level)
+    assert real_matrix.estimate_s(args) == plan.estimate_s(runs, 2, 15.0, 25.0, 12.0, 10.0)
+
+
+def test_direct_cannot_be_left_out_it_sets_the_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        real_matrix.parse_args(["--modes", "fixed,adaptive"])
+    assert "direct" in capsys.readouterr().err
