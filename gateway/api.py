@@ -21,7 +21,15 @@ from gateway.backends import Backend, Lease
 from gateway.config import GatewayConfig
 from gateway.dispatch import Dispatch
 from gateway.errors import GatewayError
-from gateway.proxy import HOP_BY_HOP, Exchange, Upstream, UpstreamTimeout, UpstreamUnavailable
+from gateway.listener import ABORT
+from gateway.proxy import (
+    HOP_BY_HOP,
+    Exchange,
+    Upstream,
+    UpstreamStopped,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 from gateway.telemetry import Telemetry
 from gateway.types import Clock
 
@@ -46,13 +54,22 @@ class OpenAIProxy:
         telemetry: Telemetry,
         clock: Clock,
     ) -> None:
-        self._config = config
         self._dispatch = dispatch
         self._upstream = upstream
         self._telemetry = telemetry
         self._clock = clock
+        self._stopping = False
+        self.reconfigure(config)
+
+    def reconfigure(self, config: GatewayConfig) -> None:
+        """Take a new config (reload): tenants, keys and limits apply to the next request."""
+        self._config = config
         self._tenants = config.tenant_for_key()
         self._priority = {t.name: t.priority for t in config.tenants}
+
+    def stop_admitting(self) -> None:
+        """Shutdown began: from now on every request is answered 503 `shutting_down`."""
+        self._stopping = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -64,8 +81,6 @@ class OpenAIProxy:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = self._clock()
-        if scope["method"] != "POST":
-            raise GatewayError(405, f"{scope['method']} is not allowed here; use POST", "method_not_allowed")
         forward: dict[str, str] = {}
         content_length = -1
         auth = request_id = priority_header = timeout_header = None
@@ -114,6 +129,9 @@ class OpenAIProxy:
             timeout=_parse_seconds(timeout_header),
             request_id=request_id,
         )
+        if self._stopping:
+            self._telemetry.rejected(model, "shutting_down")
+            raise shutting_down()
         await self._admit_and_forward(scope, receive, send, model, streaming, body, forward, ticket, arrived)
 
     async def _admit_and_forward(
@@ -166,6 +184,9 @@ class OpenAIProxy:
                         lease, scope["path"], body, forward, send, streaming=streaming, extra_headers=extra
                     )
                     break
+                except UpstreamStopped:
+                    status = 503
+                    raise shutting_down() from None
                 except (UpstreamUnavailable, UpstreamTimeout) as exc:
                     failed, lease = lease, None
                     failed.release(None)
@@ -191,6 +212,8 @@ class OpenAIProxy:
                         ) from None
             assert result is not None and lease is not None
             status = result.status
+            if not result.complete:
+                abort_connection(scope)
             if result.failed:
                 lease.target.record_failure(f"request failed with {status}")
             elif status < 500:
@@ -238,6 +261,22 @@ class OpenAIProxy:
                     400, "x-priority must be an integer", "invalid_priority", param="x-priority"
                 ) from None
         return self._priority.get(tenant, 0)
+
+
+def shutting_down() -> GatewayError:
+    return GatewayError(
+        503, "the gateway is shutting down", "shutting_down", retry_after=1.0, should_retry=True
+    )
+
+
+def abort_connection(scope: Scope) -> None:
+    """Abort the client connection of a response that cannot be completed (see gateway.listener).
+
+    Under a server without the extension, returning without completing the response closes it too.
+    """
+    abort = scope.get("extensions", {}).get(ABORT)
+    if abort is not None:
+        abort()
 
 
 def _parse_seconds(header: bytes | None) -> float | None:

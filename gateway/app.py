@@ -1,7 +1,8 @@
-"""`create_app(config)`: wiring only. Builds the pool, queues, proxy and loops, and routes requests.
+"""`create_app(config)`: wiring only. Builds the pool, queues, proxy, routes and loops.
 
-Routing is a dictionary lookup on the exact path: the gateway has a handful of fixed routes and the
-hot ones should not pay for pattern matching.
+What the server asks besides ASGI (gateway.server.Lifecycle) is wired here too: `begin_shutdown`
+(refuse new work, answer the queues 503), `end_requests` (after the grace) and `reload`
+(gateway.reload).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import orjson
@@ -18,13 +18,17 @@ from starlette.types import Receive, Scope, Send
 from gateway import limits
 from gateway.api import OpenAIProxy, respond_error
 from gateway.backends import Backend, Pool
-from gateway.config import GatewayConfig
+from gateway.config import BackendConfig, GatewayConfig
+from gateway.config_source import ConfigSource
 from gateway.dispatch import Dispatch
 from gateway.errors import GatewayError
 from gateway.limiter import Limiter
+from gateway.looplag import watch_loop_lag
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.monitor import BackendMonitor, stop_tasks
 from gateway.proxy import Upstream
+from gateway.reload import Reloader, ReloadResult
+from gateway.router import Router, Surface, get, post
 from gateway.telemetry import Telemetry
 from gateway.types import SIGNALS, Clock, Direction
 
@@ -33,53 +37,55 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway")
 
-Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 
 class Gateway:
     """The ASGI application. `Gateway(config)` builds everything; the lifespan starts the loops."""
 
-    def __init__(self, config: GatewayConfig, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, *, clock: Clock | None = None, source: ConfigSource | None = None
+    ) -> None:
         self.config = config
         self.clock: Clock = clock or time.monotonic
         self.metrics = Metrics(coordination=config.state.redis_url is not None)
         self.metrics.set_sla(config.sla)
         self.telemetry = Telemetry(self.metrics)
-        self.backends = [self._make_backend(i) for i in range(len(config.backends))]
-        self.pool = Pool(self.backends, self.clock)
+        self.pool = Pool((self.make_backend(bc, config) for bc in config.backends), self.clock)
         self.dispatch = Dispatch(self.pool, config, self.clock)
         self.upstream = Upstream(config.timeouts, self.clock)
         self.started_at = self.clock()
+        self.stopping = False
+        self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         self.coordinator = self._make_coordinator()
-        proxy = OpenAIProxy(config, self.dispatch, self.upstream, self.telemetry, self.clock)
-        self.routes: dict[str, Handler] = {
-            "/v1/chat/completions": proxy,
-            "/v1/completions": proxy,
-            "/v1/embeddings": proxy,
-            "/v1/models": self._models,
-            "/health": self._health,
-            "/metrics": self._metrics,
-            "/admin/state": self._state,
+        self._watchers: dict[Backend, list[asyncio.Task[None]]] = {}
+        self.reloader = Reloader(self, source)
+        self.proxy = OpenAIProxy(config, self.dispatch, self.upstream, self.telemetry, self.clock)
+        routes = {
+            "/v1/chat/completions": post(self.proxy),
+            "/v1/completions": post(self.proxy),
+            "/v1/embeddings": post(self.proxy),
+            "/v1/models": get(self._models),
+            "/health": get(self._health, Surface.BOTH),
+            "/metrics": get(self._metrics, Surface.ADMIN),
+            "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
+            "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
         }
+        self.router = Router(routes, config.admin, respond_error)
 
-    def _make_backend(self, index: int) -> Backend:
-        bc = self.config.backends[index]
-        algorithm = limits.create(
-            self.config.controller.algorithm, self.config.controller.params, self.config.sla
-        )
+    def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend:
+        algorithm = limits.create(config.controller.algorithm, config.controller.params, config.sla)
         backend_ref: list[Backend] = []
         limiter = Limiter(
             algorithm,
             clock=self.clock,
             floor=bc.min_concurrency,
             max_limit=bc.max_concurrency,
-            window_seconds=self.config.controller.window_seconds,
-            min_samples=self.config.controller.min_samples,
+            window_seconds=config.controller.window_seconds,
+            min_samples=config.controller.min_samples,
             on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
-            overdue_after=self.config.sla.ttft_p90,
+            overdue_after=config.sla.ttft_p90,
         )
-        backend = Backend(bc, limiter, self.config.health, self.clock)
+        backend = Backend(bc, limiter, config.health, self.clock)
         backend_ref.append(backend)
         return backend
 
@@ -92,7 +98,7 @@ class Gateway:
 
         return Coordinator.open(
             state.redis_url,
-            [b.name for b in self.backends],
+            [b.name for b in self.pool.backends],
             clock=self.clock,
             namespace=state.namespace,
             lease_seconds=state.lease_seconds,
@@ -102,15 +108,11 @@ class Gateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            handler = self.routes.get(scope["path"])
-            if handler is None:
-                await respond_error(send, GatewayError(404, f"no route for {scope['path']}", "not_found"))
-                return
-            await handler(scope, receive, send)
+            await self.router(scope, receive, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
 
-    # --- lifespan ---
+    # --- lifespan, shutdown, reload ---
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -129,21 +131,16 @@ class Gateway:
 
     async def start(self) -> None:
         await self.upstream.start()
-        timeout = max(1.0, min(5.0, self.config.health.interval * 2))
-        monitors = [
-            BackendMonitor(
-                b, self.upstream.session, clock=self.clock, timeout=timeout, on_available=self.dispatch.wake
-            )
-            for b in self.backends
-        ]
+        monitors = [self._monitor(b) for b in self.pool.backends]
         # One round before serving, so models are known and healthy backends are in rotation.
         await asyncio.gather(*(m.check_once() for m in monitors))
+        self._started = True
         for m in monitors:
-            self._tasks.append(asyncio.create_task(self._monitor_loop(m)))
-            self._tasks.append(asyncio.create_task(self._control_loop(m.backend)))
+            self._watch(m, check_first=False)
+        self._tasks.append(asyncio.create_task(watch_loop_lag(self.metrics.loop_lag.observe)))
         if self.coordinator is not None:
             self._tasks.append(asyncio.create_task(self.coordinator.run()))
-        for b in self.backends:
+        for b in self.pool.backends:
             log.info(
                 "backend %s %s: %s",
                 b.name,
@@ -152,13 +149,66 @@ class Gateway:
             )
 
     async def stop(self) -> None:
-        await stop_tasks(self._tasks)
+        await stop_tasks([*self._tasks, *(t for ts in self._watchers.values() for t in ts)])
         self._tasks.clear()
+        self._watchers.clear()
         if self.coordinator is not None:
             await self.coordinator.close()
         await self.upstream.close()
 
-    async def _monitor_loop(self, monitor: BackendMonitor) -> None:
+    def watch(self, backend: Backend) -> None:
+        """Start health checks and the control loop of a backend added by a reload."""
+        if self._started:
+            self._watch(self._monitor(backend), check_first=True)
+
+    def unwatch(self, backend: Backend) -> None:
+        """Stop them for a backend a reload removed (its running requests finish regardless)."""
+        for task in self._watchers.pop(backend, []):
+            task.cancel()
+
+    def _monitor(self, backend: Backend) -> BackendMonitor:
+        timeout = max(1.0, min(5.0, self.config.health.interval * 2))
+        return BackendMonitor(
+            backend, self.upstream.session, clock=self.clock, timeout=timeout, on_available=self.dispatch.wake
+        )
+
+    def _watch(self, monitor: BackendMonitor, *, check_first: bool) -> None:
+        self._watchers[monitor.backend] = [
+            asyncio.create_task(self._monitor_loop(monitor, check_first)),
+            asyncio.create_task(self._control_loop(monitor.backend)),
+        ]
+
+    @property
+    def grace(self) -> float:
+        return self.config.shutdown_grace
+
+    def begin_shutdown(self) -> None:
+        """Refuse new requests and answer every queued one 503 `shutting_down`; running ones go on."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.proxy.stop_admitting()
+        queued = sum(q.depth for q in self.dispatch.queues.values())
+        for q in self.dispatch.queues.values():
+            q.close()
+        running = sum(b.limiter.inflight for b in self.pool.backends)
+        log.info(
+            "shutting down: %d queued requests answered 503, %d running get up to %g s",
+            queued,
+            running,
+            self.grace,
+        )
+
+    def end_requests(self) -> None:
+        """The grace is over: end every running exchange (streams get an in-band error)."""
+        self.upstream.stop()
+
+    def reload(self) -> ReloadResult:
+        return self.reloader.reload()
+
+    async def _monitor_loop(self, monitor: BackendMonitor, check_first: bool) -> None:
+        if check_first:
+            await monitor.check_once()
         while True:
             await asyncio.sleep(self.config.health.interval)
             await monitor.check_once()
@@ -189,8 +239,11 @@ class Gateway:
         await send_json(send, 200, {"object": "list", "data": data})
 
     async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.stopping:
+            await send_json(send, 503, {"status": "shutting down", "backends_up": []})
+            return
         now = self.clock()
-        up = [b.name for b in self.backends if b.in_rotation(now)]
+        up = [b.name for b in self.pool.backends if b.in_rotation(now)]
         await send_json(
             send, 200 if up else 503, {"status": "ok" if up else "no healthy backend", "backends_up": up}
         )
@@ -209,11 +262,19 @@ class Gateway:
     async def _state(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, 200, self.state())
 
+    async def _reload(self, scope: Scope, receive: Receive, send: Send) -> None:
+        result = self.reload()
+        if not result.ok:
+            message = "config reload refused, the running config is kept: " + "; ".join(result.problems)
+            await respond_error(send, GatewayError(400, message, "invalid_config"))
+            return
+        await send_json(send, 200, {"reloaded": True, "changes": list(result.changes)})
+
     def refresh_gauges(self) -> None:
         """Gauges are set when scraped, keeping the request path free of gauge updates."""
         m = self.metrics
         now = self.clock()
-        for b in self.backends:
+        for b in self.pool.backends:
             lim = b.limiter
             m.inflight.labels(b.name).set(lim.inflight)
             m.limit.labels(b.name).set(lim.limit)
@@ -248,7 +309,7 @@ class Gateway:
             "uptime_seconds": round(now - self.started_at, 3),
             "algorithm": self.config.controller.algorithm,
             "sla": self.config.sla.targets(),
-            "backends": [b.state(now) for b in self.backends],
+            "backends": [b.state(now) for b in self.pool.backends],
             "models": {
                 model: {**q.state(), "capacity_exhausted": self.dispatch.capacity_exhausted(model)}
                 for model, q in self.dispatch.queues.items()
@@ -264,5 +325,7 @@ async def send_json(send: Send, status: int, payload: object) -> None:
     await send({"type": "http.response.body", "body": orjson.dumps(payload)})
 
 
-def create_app(config: GatewayConfig, *, clock: Clock | None = None) -> Gateway:
-    return Gateway(config, clock=clock)
+def create_app(
+    config: GatewayConfig, *, clock: Clock | None = None, source: ConfigSource | None = None
+) -> Gateway:
+    return Gateway(config, clock=clock, source=source)

@@ -31,6 +31,13 @@ class Backend:
         self._health = health
         self._clock = clock
 
+    def reconfigure(self, config: BackendConfig, health: HealthConfig) -> None:
+        """A reloaded config for the same backend (name and URL): its learned state stays."""
+        if config.models != self.config.models:
+            self.models = frozenset(config.models)  # empty: discovered again at the next check
+        self.config = config
+        self._health = health
+
     def in_rotation(self, now: float) -> bool:
         return self.healthy and now >= self.ejected_until
 

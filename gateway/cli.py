@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
+    from gateway.config_source import ConfigSource
 
 _ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
 
@@ -99,48 +103,31 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = {**out[key], **value}
-        else:
-            out[key] = value
-    return out
-
-
 def _serve(args: argparse.Namespace) -> int:
-    import yaml
-
     from gateway.app import create_app
-    from gateway.config import ConfigError, parse_config
+    from gateway.config import ConfigError
+    from gateway.config_source import ConfigSource
     from gateway.server import run
 
-    data: dict[str, Any] = {}
-    if args.config:
-        try:
-            with open(args.config) as f:
-                data = yaml.safe_load(f) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            print(f"llm-gateway: cannot read {args.config}: {exc}", file=sys.stderr)
-            return 2
+    extra = overrides(args)
     if args.backend:
-        data["backends"] = list(args.backend)
+        extra["backends"] = list(args.backend)
     if args.redis_url:
-        data["state"] = {**(data.get("state") or {}), "redis_url": args.redis_url}
+        extra["state"] = {"redis_url": args.redis_url}
+    source = ConfigSource(args.config, extra)
     try:
-        config = parse_config(merge(data, overrides(args)))
+        config = source.load()
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"llm-gateway: {problem}", file=sys.stderr)
         return 2
     if args.workers != 1:
-        return _serve_workers(config, args)
-    run(create_app(config), config.host, config.port, grace=config.shutdown_grace, log_level=args.log_level)
+        return _serve_workers(config, source, args)
+    run(create_app(config, source=source), config, log_level=args.log_level)
     return 0
 
 
-def _serve_workers(config: Any, args: argparse.Namespace) -> int:
+def _serve_workers(config: GatewayConfig, source: ConfigSource, args: argparse.Namespace) -> int:
     from gateway.workers import Supervisor
 
     if args.workers < 1:
@@ -154,7 +141,7 @@ def _serve_workers(config: Any, args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        return Supervisor(config, args.workers, args.log_level).run()
+        return Supervisor(config, source, args.workers, args.log_level).run()
     except OSError as exc:
         print(f"llm-gateway: cannot listen on {config.host}:{config.port}: {exc}", file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from gateway.listen_config import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.types import SLA
 
 
@@ -95,6 +96,8 @@ class GatewayConfig:
     backends: tuple[BackendConfig, ...]
     host: str = "127.0.0.1"
     port: int = 8080
+    limits: ListenLimits = field(default_factory=ListenLimits)
+    admin: AdminConfig = field(default_factory=AdminConfig)
     sla: SLA = field(default_factory=lambda: SLA(ttft_p90=1.0))
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     queue: QueueConfig = field(default_factory=QueueConfig)
@@ -284,11 +287,12 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             "retries",
             "shutdown_grace",
             "state",
+            "admin",
         },
         "",
     )
     listen = r.section(data, "listen", "")
-    r.unknown(listen, {"host", "port"}, "listen.")
+    r.unknown(listen, LISTEN_KEYS, "listen.")
     host = listen.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
         r.problems.append("listen.host: must be a host name or address")
@@ -370,6 +374,8 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         backends=tuple(backends),
         host=host,
         port=port,
+        limits=parse_listen_limits(r, listen),
+        admin=parse_admin(r, data, port),
         sla=sla,
         controller=controller,
         queue=queue,
@@ -397,6 +403,11 @@ def _check_algorithm(r: _Reader, config: GatewayConfig) -> None:
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    return parse_config(read_mapping(path), env)
+
+
+def read_mapping(path: str | Path) -> Mapping[str, Any]:
+    """The YAML file at `path` as a mapping, or ConfigError saying why it is not one."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -407,4 +418,4 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Gatew
         raise ConfigError([f"{path}: not valid YAML: {exc}"]) from exc
     if not isinstance(data, Mapping):
         raise ConfigError([f"{path}: the top level must be a mapping"])
-    return parse_config(data, env)
+    return data

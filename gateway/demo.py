@@ -60,13 +60,13 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
             sims.append(sim)
         try:
             # The flags set listen, sla, controller and queue, never backends.
-            config = parse_config({"backends": [s.url for s in sims], **overrides})
+            config = parse_config({"backends": [s.url for s in sims], "shutdown_grace": 5.0, **overrides})
         except ConfigError as exc:
             for problem in exc.problems:
                 print(f"llm-gateway: {problem}")
             return 2
         print(banner(config, model, sims), flush=True)
-        await serve(create_app(config), config.host, config.port, grace=5.0, log_level=args.log_level)
+        await serve(create_app(config), config, log_level=args.log_level)
     finally:
         for sim in sims:
             await sim.stop()

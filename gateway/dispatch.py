@@ -34,6 +34,21 @@ class Dispatch:
             self.queues[model] = q
         return q
 
+    def reconfigure(self, config: GatewayConfig) -> None:
+        """A reloaded config: new bounds and weights for every queue, then a look at each.
+
+        Waiters for a model no configured backend serves any more are answered 503 at once; a model
+        whose backends are only new (not yet checked) keeps its waiters for them.
+        """
+        self._config = config
+        self._weights = {t.name: t.weight for t in config.tenants}
+        for model, q in self.queues.items():
+            q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights)
+            if not self.pool.known(model) and not self.pool.undiscovered():
+                q.close(f"no backend serves model {model!r} since the config was reloaded", "no_backend")
+            else:
+                q.wake()
+
     def wake(self, backend: Backend) -> None:
         for model in backend.models:
             q = self.queues.get(model)

@@ -15,8 +15,11 @@ _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    405: "invalid_request_error",
+    408: "invalid_request_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
+    431: "invalid_request_error",
     502: "api_error",
     503: "service_unavailable_error",
     504: "timeout_error",
@@ -31,6 +34,7 @@ class GatewayError(Exception):
     param: str | None = None
     retry_after: float | None = None
     should_retry: bool | None = None
+    extra_headers: tuple[tuple[bytes, bytes], ...] = ()
 
     def body(self) -> bytes:
         return orjson.dumps(
@@ -52,4 +56,5 @@ class GatewayError(Exception):
             out.append((b"retry-after-ms", str(max(1, round(seconds * 1000))).encode()))
         if self.should_retry is not None:
             out.append((b"x-should-retry", b"true" if self.should_retry else b"false"))
+        out.extend(self.extra_headers)
         return out

@@ -6,6 +6,8 @@ one process do not collide. Children for hot-path label sets are cached by the c
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -54,6 +56,7 @@ _WAIT_BUCKETS = (
     60.0,
     120.0,
 )
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -167,6 +170,12 @@ class Metrics:
             ["backend", "direction", "reason"],
             registry=r,
         )
+        self.loop_lag = Histogram(
+            "gateway_event_loop_lag_seconds",
+            "How late the event loop ran a timer: time every request waits before it is looked at.",
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
 
         self.coordination_up: Gauge | None = None
         self.coordination_replicas: Gauge | None = None
@@ -185,8 +194,27 @@ class Metrics:
             )
 
     def set_sla(self, sla: SLA) -> None:
+        self.sla_target.clear()
         for signal, target in sla.targets().items():
             self.sla_target.labels(signal).set(target)
+
+    def forget_backend(self, name: str) -> None:
+        """Drop the gauges of a backend that left the config (a reload); counters keep their history."""
+        gauges = (
+            self.inflight,
+            self.limit,
+            self.ceiling,
+            self.floor,
+            self.backend_up,
+            self.kv_usage,
+            self.waiting,
+        )
+        for gauge in gauges:
+            with contextlib.suppress(KeyError):
+                gauge.remove(name)
+        for signal in ("ttft", "tpot", "e2e"):
+            with contextlib.suppress(KeyError):
+                self.latency_p90.remove(name, signal)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

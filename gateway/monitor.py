@@ -40,9 +40,12 @@ class BackendMonitor:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._on_available = on_available
         self._previous: VllmScrape | None = None
-        self._headers = (
-            {"Authorization": f"Bearer {backend.config.api_key}"} if backend.config.api_key else {}
-        )
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        """Read per check: a reload may change the backend's key."""
+        key = self.backend.config.api_key
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     async def check_once(self) -> None:
         b = self.backend

@@ -61,6 +61,16 @@ class UpstreamUnavailable(Exception):
     """The backend could not be reached, or refused before sending anything. Safe to retry."""
 
 
+class UpstreamTimeout(Exception):
+    def __init__(self, backend: str, seconds: float) -> None:
+        super().__init__(f"{backend}: no response within {seconds:g} s")
+        self.backend = backend
+
+
+class UpstreamStopped(Exception):
+    """The gateway is shutting down: the exchange was ended before anything reached the client."""
+
+
 @dataclass(slots=True)
 class Exchange:
     status: int
@@ -71,22 +81,52 @@ class Exchange:
     """The backend misbehaved (5xx, mid-stream error, timeout): counts toward ejection."""
     started: bool
     """Whether anything was sent to the client."""
+    complete: bool = True
+    """False when the response broke off after its headers and could not be ended in-band: the
+    client connection must be aborted, so the client sees a failed transfer, not a short success."""
+
+
+@dataclass(slots=True)
+class _Relay:
+    """What one exchange has sent to the client so far."""
+
+    status: int = 0
+    """The status sent to the client; 0 until the headers are out."""
+    first_token_at: float | None = None
+    tail: bytes = b""
+    """The last bytes of a non-streaming body, where `usage` is."""
 
 
 class Upstream:
-    """The shared HTTP client. aiohttp keeps a keep-alive pool per backend host."""
+    """The shared HTTP client. aiohttp keeps a keep-alive pool per backend host.
+
+    Each exchange runs under one deadline: `first_byte` until the response starts, then `idle`
+    from each chunk. `stop()` (shutdown, after the grace) moves every running deadline to now, so
+    each exchange ends the way a timeout ends it, but says that the gateway is shutting down.
+    """
 
     def __init__(self, timeouts: TimeoutConfig, clock: Clock) -> None:
-        self._timeouts = timeouts
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
+        self._deadlines: set[asyncio.Timeout] = set()
+        self._stopping = False
+        self.timeouts = timeouts
+
+    @property
+    def timeouts(self) -> TimeoutConfig:
+        return self._timeouts
+
+    @timeouts.setter
+    def timeouts(self, timeouts: TimeoutConfig) -> None:
+        """Applies to the next exchange (the config was reloaded)."""
+        self._timeouts = timeouts
+        self._client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeouts.connect)
         self._session = aiohttp.ClientSession(
             connector=connector,
-            timeout=timeout,
+            timeout=self._client_timeout,
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
@@ -94,6 +134,13 @@ class Upstream:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+    def stop(self) -> None:
+        """End every running exchange now, and refuse new ones (the shutdown grace is over)."""
+        self._stopping = True
+        now = asyncio.get_running_loop().time()
+        for deadline in self._deadlines:
+            deadline.reschedule(now)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -112,71 +159,96 @@ class Upstream:
         streaming: bool,
         extra_headers: list[tuple[bytes, bytes]],
     ) -> Exchange:
-        clock = self._clock
-        loop = asyncio.get_running_loop()
+        if self._stopping:
+            raise UpstreamStopped(lease.backend)
         url = lease.target.url + path
         if lease.target.config.api_key:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
-        dispatched = clock()
+        dispatched = self._clock()
         progress = StreamStats() if streaming else None
         if progress is not None:
             lease.slot.streaming(dispatched, progress)
-        started = False
-        first_token_at: float | None = None
+        relay = _Relay()
         try:
             async with asyncio.timeout(self._timeouts.first_byte) as deadline:
+                self._deadlines.add(deadline)
                 try:
-                    resp = await self.session.post(url, data=body, headers=headers)
-                except (aiohttp.ClientConnectionError, aiohttp.ClientOSError) as exc:
-                    raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
-                try:
-                    if resp.status == 503:
-                        raise UpstreamUnavailable(f"{lease.backend}: answered 503")
-                    out_headers = [
-                        (k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP
-                    ]
-                    out_headers.extend(extra_headers)
-                    await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
-                    started = True
-                    stats = progress if resp.status == 200 else None
-                    tail = b""
-                    idle = self._timeouts.idle
-                    async for chunk in resp.content.iter_any():
-                        now = clock()
-                        if stats is not None:
-                            stats.feed(chunk, now)
-                            if first_token_at is None and stats.first_at is not None:
-                                first_token_at = stats.first_at
-                                lease.slot.first_token(dispatched, first_token_at - dispatched)
-                        else:
-                            tail = (tail + chunk)[-512:]
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                        deadline.reschedule(loop.time() + idle)
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except BaseException:
-                    # Abandoned early: close the connection so the backend aborts the request.
-                    resp.close()
-                    raise
-                else:
+                    try:
+                        resp = await self.session.post(
+                            url, data=body, headers=headers, timeout=self._client_timeout
+                        )
+                    except (aiohttp.ClientConnectionError, aiohttp.ClientOSError) as exc:
+                        raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
+                    try:
+                        await self._relay(
+                            resp, send, deadline, lease, dispatched, progress, extra_headers, relay
+                        )
+                    except BaseException:
+                        # Abandoned early: close the connection so the backend aborts the request.
+                        resp.close()
+                        raise
                     resp.release()
+                finally:
+                    self._deadlines.discard(deadline)
         except TimeoutError:
-            if not started:
+            if self._stopping:
+                if not relay.status:
+                    raise UpstreamStopped(lease.backend) from None
+                return await self._broken(send, streaming, relay, 503, "the gateway is shutting down", False)
+            if not relay.status:
                 raise UpstreamTimeout(lease.backend, self._timeouts.first_byte) from None
-            await self._abort_stream(send, streaming, "the backend stopped sending (idle timeout)")
-            return Exchange(504, None, first_token_at, True, True)
+            return await self._broken(
+                send, streaming, relay, 504, "the backend stopped sending (idle timeout)"
+            )
         except aiohttp.ClientError as exc:  # payload errors, a dropped connection mid-response
-            if not started:
+            if not relay.status:
                 raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
-            await self._abort_stream(send, streaming, f"the backend connection broke: {exc!r}")
-            return Exchange(502, None, first_token_at, True, True)
+            return await self._broken(send, streaming, relay, 502, f"the backend connection broke: {exc!r}")
+        return self._finished(relay, progress, dispatched)
 
-        end = clock()
-        status = resp.status
+    async def _relay(
+        self,
+        resp: aiohttp.ClientResponse,
+        send: Send,
+        deadline: asyncio.Timeout,
+        lease: Lease,
+        dispatched: float,
+        progress: StreamStats | None,
+        extra_headers: list[tuple[bytes, bytes]],
+        relay: _Relay,
+    ) -> None:
+        """Send the response on as it arrives. The only per-chunk work: token timing and the timer."""
+        if resp.status == 503:
+            raise UpstreamUnavailable(f"{lease.backend}: answered 503")
+        out_headers = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP]
+        out_headers.extend(extra_headers)
+        await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
+        relay.status = resp.status
+        stats = progress if resp.status == 200 else None
+        clock = self._clock
+        reschedule = deadline.reschedule
+        loop_time = asyncio.get_running_loop().time
+        idle = self._timeouts.idle
+        async for chunk in resp.content.iter_any():
+            if stats is not None:
+                stats.feed(chunk, clock())
+                if relay.first_token_at is None and stats.first_at is not None:
+                    relay.first_token_at = stats.first_at
+                    lease.slot.first_token(dispatched, stats.first_at - dispatched)
+            else:
+                relay.tail = (relay.tail + chunk)[-512:]
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            reschedule(loop_time() + idle)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _finished(self, relay: _Relay, stats: StreamStats | None, dispatched: float) -> Exchange:
+        end = self._clock()
+        status = relay.status
         if status != 200:
             return Exchange(status, None, None, status >= 500, True)
         if stats is not None:
             if stats.error:
-                return Exchange(status, None, first_token_at, True, True)
+                return Exchange(status, None, relay.first_token_at, True, True)
             sample = Sample(
                 dispatched_at=dispatched,
                 e2e=end - dispatched,
@@ -186,27 +258,28 @@ class Upstream:
                 prompt_tokens=stats.prompt_tokens,
             )
         else:
-            prompt_tokens, output_tokens = body_usage(tail)
+            prompt_tokens, output_tokens = body_usage(relay.tail)
             sample = Sample(
                 dispatched_at=dispatched,
                 e2e=end - dispatched,
                 output_tokens=output_tokens,
                 prompt_tokens=prompt_tokens,
             )
-        return Exchange(status, sample, first_token_at, False, True)
+        return Exchange(status, sample, relay.first_token_at, False, True)
 
     @staticmethod
-    async def _abort_stream(send: Send, streaming: bool, message: str) -> None:
-        """Headers are out, so the status cannot change: say so in-band the way vLLM does."""
-        if streaming:
-            event = orjson.dumps(
-                {"error": {"message": message, "type": "api_error", "param": None, "code": 502}}
-            )
-            await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n", "more_body": True})
+    async def _broken(
+        send: Send, streaming: bool, relay: _Relay, status: int, message: str, failed: bool = True
+    ) -> Exchange:
+        """The response broke off after its headers went out, so its status cannot change.
+
+        An event stream says so in-band, as vLLM does: an event with an `error` object whose code is
+        the status the gateway records. Any other body cannot carry an error: it is left incomplete.
+        """
+        if not (streaming and relay.status == 200):
+            return Exchange(status, None, relay.first_token_at, failed, True, complete=False)
+        kind = "service_unavailable_error" if status == 503 else "api_error"
+        event = orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}})
+        await send({"type": "http.response.body", "body": b"data: " + event + b"\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-class UpstreamTimeout(Exception):
-    def __init__(self, backend: str, seconds: float) -> None:
-        super().__init__(f"{backend}: no response within {seconds:g} s")
-        self.backend = backend
+        return Exchange(status, None, relay.first_token_at, failed, True)

@@ -9,9 +9,10 @@ per second; workers add cores.
 The supervisor binds the address first without listening: that resolves port 0 once, so every
 worker joins the same port, and it keeps the port taken between worker restarts. A bound socket
 that does not listen gets no connections. It forwards SIGTERM and SIGINT to the workers (each
-drains for `shutdown_grace`), and starts a worker again when one exits on its own or is killed,
-unless it exits with an error code within `FAST_EXIT` seconds of starting (a bad config, a port
-it may not bind): starting it again would fail the same way, so everything stops with that code.
+drains for `shutdown_grace`) and SIGHUP (each reloads the config file), and starts a worker again
+when one exits on its own or is killed, unless it exits with an error code within `FAST_EXIT`
+seconds of starting (a bad config, a port it may not bind): starting it again would fail the same
+way, so everything stops with that code.
 
 Workers share nothing in memory: more than one needs shared state (`state.redis_url`), which the
 CLI enforces.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import socket
 import time
@@ -29,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from gateway.config import GatewayConfig
+from gateway.config_source import ConfigSource
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +55,20 @@ def reuseport_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _worker(config: GatewayConfig, port: int, log_level: str) -> None:
+def _worker(config: GatewayConfig, source: ConfigSource, port: int, log_level: str) -> None:
     from gateway.app import create_app
     from gateway.server import run
 
     sock = reuseport_socket(config.host, port)
-    run(
-        create_app(config),
-        config.host,
-        port,
-        grace=config.shutdown_grace,
-        log_level=log_level,
-        sockets=[sock],
-    )
+    run(create_app(config, source=source), config, log_level=log_level, public=sock)
 
 
 class Supervisor:
-    def __init__(self, config: GatewayConfig, workers: int, log_level: str) -> None:
+    def __init__(self, config: GatewayConfig, source: ConfigSource, workers: int, log_level: str) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self._config = config
+        self._source = source
         self._count = workers
         self._log_level = log_level
         self._context = multiprocessing.get_context("spawn")
@@ -82,7 +79,7 @@ class Supervisor:
     def _start(self, index: int) -> None:
         proc = self._context.Process(
             target=_worker,
-            args=(self._config, self.port, self._log_level),
+            args=(self._config, self._source, self.port, self._log_level),
             name=f"llm-gateway-worker-{index}",
         )
         proc.start()
@@ -94,6 +91,12 @@ class Supervisor:
             if proc.pid is not None and proc.is_alive():
                 proc.terminate()
 
+    def _reload(self, signum: int, _frame: FrameType | None) -> None:
+        """SIGHUP: each worker reloads the config file itself."""
+        for proc, _ in self._procs.values():
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, signal.SIGHUP)
+
     def run(self) -> int:
         """Start the workers and supervise them until a signal; the exit code to return."""
         from gateway.server import LOG_FORMAT
@@ -102,6 +105,7 @@ class Supervisor:
         reserved = reuseport_socket(self._config.host, self._config.port)
         self.port = reserved.getsockname()[1]
         previous = {s: signal.signal(s, self._signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._reload)
         try:
             for index in range(self._count):
                 self._start(index)

@@ -11,6 +11,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -38,6 +39,13 @@ class Proc:
 
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def stderr(self) -> str:
+        """What the process wrote to stderr so far (its log)."""
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def stop(self, timeout: float = 5.0) -> None:
         if self.popen.poll() is None:
@@ -100,18 +108,27 @@ def spawn_sim(*extra_args: str, timeout: float = 20.0) -> Proc:
     return spawn(cmd, f"{base}/health", timeout, base_url=base)
 
 
-def spawn_gateway(config: dict[str, object], *, timeout: float = 20.0) -> Proc:
-    """`llm-gateway serve --config` on a free loopback port with `config` (listen is filled in)."""
+def spawn_gateway(
+    config: dict[str, object],
+    *,
+    timeout: float = 20.0,
+    ready: str = "/admin/state",
+    prefix: Sequence[str] = (),
+) -> Proc:
+    """`llm-gateway serve --config` on a free loopback port with `config` (listen.host and .port are
+    filled in); ready once GET `ready` answers 200. `prefix` runs it under a wrapper (prlimit)."""
     import yaml
 
     port = free_port()
-    config = {**config, "listen": {"host": "127.0.0.1", "port": port}}
+    listen = config.get("listen") or {}
+    assert isinstance(listen, dict)
+    config = {**config, "listen": {**listen, "host": "127.0.0.1", "port": port}}
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix="gateway-")
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(config, f)
     base = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--log-level", "warning"]
+    cmd = [*prefix, sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--log-level", "warning"]
     try:
-        return spawn(cmd, f"{base}/admin/state", timeout, base_url=base)
+        return spawn(cmd, f"{base}{ready}", timeout, base_url=base)
     finally:
         os.unlink(path)

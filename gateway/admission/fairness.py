@@ -89,6 +89,13 @@ class FairQueue(Generic[T]):
     def weight(self, tenant: str) -> float:
         return self._weights.get(tenant, self._default_weight)
 
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        """New weights (a reload) apply from each lane's next dispatch; tags already given stand."""
+        for tenant, w in weights.items():
+            if not w > 0:
+                raise ValueError(f"tenant weight must be > 0, got {w!r} for {tenant!r}")
+        self._weights = dict(weights)
+
     def tenant_depths(self) -> dict[str, int]:
         return dict(self._tenant_depth)
 

@@ -172,8 +172,18 @@ class AdmissionQueue:
         if self._trim(now) or changed:
             self._changed(now)
 
-    def close(self, message: str = "the gateway is shutting down") -> None:
-        """Answer every waiter 503 and stop the timer; later admissions still work."""
+    def reconfigure(self, max_depth: int, timeout: float, tenant_weights: Mapping[str, float]) -> None:
+        """New bounds and weights (a reload); waiters keep their deadlines, the next wake applies."""
+        if max_depth < 0 or not timeout > 0:
+            raise ValueError(f"bad queue bounds: max_depth {max_depth}, timeout {timeout!r}")
+        self._fair.set_weights(tenant_weights)
+        self.max_depth = max_depth
+        self.timeout = timeout
+
+    def close(
+        self, message: str = "the gateway is shutting down", reason: RejectReason = "shutting_down"
+    ) -> None:
+        """Answer every waiter 503 `reason` and stop the timer; later admissions still work."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -182,7 +192,7 @@ class AdmissionQueue:
             waiter = entry.item
             self._remove(waiter)
             if not waiter.future.done():
-                waiter.future.set_exception(self._reject("no_backend", self.default_retry_after, message))
+                waiter.future.set_exception(self._reject(reason, self.default_retry_after, message))
         self._deadlines.clear()
         self._changed(now)
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-RejectReason = Literal["queue_full", "deadline", "tenant_over_share", "queue_timeout", "no_backend"]
+RejectReason = Literal[
+    "queue_full", "deadline", "tenant_over_share", "queue_timeout", "no_backend", "shutting_down"
+]
 
 SDK_MAX_RETRY_AFTER = 60.0
 """Longest Retry-After, in seconds, that every OpenAI SDK release waits for as told."""
@@ -30,6 +32,7 @@ STATUS: dict[RejectReason, int] = {
     "tenant_over_share": 429,
     "queue_timeout": 503,
     "no_backend": 503,
+    "shutting_down": 503,
 }
 
 

@@ -60,7 +60,8 @@ class Evidence:
     ) -> None:
         self._clock = clock
         self._min_samples = min_samples
-        self._overdue_after = overdue_after
+        self.overdue_after = overdue_after
+        """The TTFT target; a config reload may change it."""
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
         self._streams: dict[Hashable, tuple[float, StreamProgress]] = {}
         """Streaming requests in flight: dispatch time and progress."""
@@ -111,7 +112,7 @@ class Evidence:
         if not self._streams:
             return {}
         now = self._clock()
-        start, bound = self._window.epoch_start, self._overdue_after
+        start, bound = self._window.epoch_start, self.overdue_after
         overdue: list[float] = []
         pace: list[float] = []
         for dispatched_at, progress in self._streams.values():

@@ -88,6 +88,19 @@ class Limiter:
         self._last_tick_at = self._last_change_at
         self._evidence.start_epoch(self._last_change_at)
 
+    def reconfigure(
+        self, algorithm: LimitAlgorithm, *, floor: int, max_limit: int, overdue_after: float | None
+    ) -> None:
+        """A reloaded config: new bounds and algorithm, keeping the limit learned so far (clamped)."""
+        if not 1 <= floor <= max_limit:
+            raise ValueError(f"need 1 <= floor ({floor}) <= max_limit ({max_limit})")
+        self.algorithm = algorithm
+        self._evidence.overdue_after = overdue_after
+        self._floor = floor
+        self._max_limit = max_limit
+        self._limit = clamp(self._limit, floor, max_limit)
+        self._refresh_ceiling()
+
     @property
     def limit(self) -> int:
         """The limit in force: the algorithm's, lowered at once if a scrape lowered the ceiling."""

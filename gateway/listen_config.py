@@ -1,0 +1,114 @@
+"""The client-facing side of the config: connection limits of the listener, and the admin surface.
+
+`listen` bounds what one client connection may cost before the gateway has a request from it:
+- `header_timeout`: a request line and headers must arrive within this many seconds of their first
+  byte (of the connection, for a new one), or the connection is closed with 408. Without it a client
+  that sends nothing, or half a request line, holds a descriptor for ever.
+- `max_header_bytes`, `max_headers`: a larger request head is refused with 431 before the parser
+  accumulates it (httptools keeps every header in memory and has no bound of its own).
+- `max_connections`: beyond it, the connection idle the longest (no request in progress) is closed
+  to make room; if none is idle, the newcomer gets 503. Also capped by the descriptors the process
+  may open (see gateway.server).
+- `write_timeout`: a write to a client that does not read for this long ends the exchange, closes the
+  upstream request (the backend aborts it) and releases its concurrency slot.
+- `keep_alive_timeout`: an idle keep-alive connection is closed after this many seconds.
+
+`admin` protects `/admin/*` with a key (`api_key`, or `api_key_env` naming an environment variable),
+and with `port` moves `/metrics` and `/admin/*` to a listener of their own (`host`, default loopback),
+so the public port serves only the OpenAI API and `/health`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Reader(Protocol):
+    """What these parsers need of gateway.config's reader (kept a protocol: config imports us)."""
+
+    problems: list[str]
+
+    def section(self, data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]: ...
+
+    def unknown(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None: ...
+
+    def number(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        default: float,
+        path: str,
+        *,
+        minimum: float = 0.0,
+        integer: bool = False,
+        exclusive: bool = False,
+    ) -> Any: ...
+
+    def secret(self, data: Mapping[str, Any], key: str, path: str) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ListenLimits:
+    header_timeout: float = 10.0
+    write_timeout: float = 30.0
+    keep_alive_timeout: float = 75.0
+    max_header_bytes: int = 32 * 1024
+    max_headers: int = 100
+    max_connections: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    api_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    """Set: /metrics and /admin/* are served on this port only, not on the public one."""
+
+
+LISTEN_KEYS = {
+    "host",
+    "port",
+    "header_timeout",
+    "write_timeout",
+    "keep_alive_timeout",
+    "max_header_bytes",
+    "max_headers",
+    "max_connections",
+}
+
+
+def parse_listen_limits(r: Reader, listen: Mapping[str, Any]) -> ListenLimits:
+    d = ListenLimits()
+    seconds = {
+        key: float(r.number(listen, key, getattr(d, key), "listen.", exclusive=True))
+        for key in ("header_timeout", "write_timeout", "keep_alive_timeout")
+    }
+    return ListenLimits(
+        **seconds,
+        max_header_bytes=r.number(
+            listen, "max_header_bytes", d.max_header_bytes, "listen.", minimum=1024, integer=True
+        ),
+        max_headers=r.number(listen, "max_headers", d.max_headers, "listen.", minimum=8, integer=True),
+        max_connections=r.number(
+            listen, "max_connections", d.max_connections, "listen.", minimum=1, integer=True
+        ),
+    )
+
+
+def parse_admin(r: Reader, data: Mapping[str, Any], public_port: int) -> AdminConfig:
+    admin = r.section(data, "admin", "")
+    r.unknown(admin, {"api_key", "api_key_env", "host", "port"}, "admin.")
+    host = admin.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        r.problems.append("admin.host: must be a host name or address")
+        host = "127.0.0.1"
+    port: int | None = None
+    if admin.get("port") is not None:
+        port = r.number(admin, "port", 0, "admin.", minimum=1, integer=True)
+        if port is not None and port > 65535:
+            r.problems.append(f"admin.port: must be <= 65535, got {port}")
+        elif port == public_port:
+            r.problems.append(f"admin.port: must differ from listen.port ({public_port})")
+    return AdminConfig(api_key=r.secret(admin, "api_key", "admin."), host=host, port=port or None)

@@ -1,0 +1,271 @@
+"""Client connections with limits: uvicorn's httptools protocol, bounded in time, size and number.
+
+uvicorn bounds none of what a client can hold before it has sent a request, and httptools has no
+header size limit; these rules do (values in `ListenLimits`):
+- Head timeout. From a connection's first moment (or a kept-alive connection's first new byte) the
+  request line and headers must be complete within `header_timeout`, or the connection gets 408 and
+  is closed. A client that sends nothing or half a request line no longer holds a descriptor.
+- Head size. Bytes are counted before they reach the parser; past `max_header_bytes`, or past
+  `max_headers` headers, the answer is 431. httptools accumulates each header by concatenation, so an
+  unbounded header costs memory and quadratic time on the event loop: it must never be fed.
+- Connection cap. Past `max_connections` the connection idle the longest (no request in progress:
+  between requests, or still sending its head) is closed to make room, so a flood of idle
+  connections cannot lock clients out; with no idle one, the newcomer gets 503.
+- Write timeout. uvicorn's `send` waits for the transport to drain once its buffer passes the high
+  water mark. If a client reads nothing for `write_timeout`, the connection is aborted and the
+  request's `receive` reports a disconnect, so the application stops, closes its upstream request and
+  releases what it holds, exactly as when the client leaves. A kept-alive connection whose last
+  response the client never read is aborted, not closed, since closing waits for the buffer to drain.
+Refusals are written straight to the transport in OpenAI's error shape, with `connection: close`.
+
+An application may end a response it cannot finish (a backend body that broke off after the headers
+went out) by calling `scope["extensions"][ABORT]()`: the client sees a broken transfer, never a
+truncated success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from uvicorn.config import Config
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from gateway.errors import GatewayError
+from gateway.listen_config import ListenLimits
+
+log = logging.getLogger("gateway.listener")
+
+ABORT = "gateway.abort"
+"""Scope extension: a callable that aborts the client connection of the current request."""
+
+
+class _TooManyHeaders(Exception):
+    pass
+
+
+class Connections:
+    """The open connections of one server, and which of them are idle, oldest first."""
+
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max_connections
+        self._open: set[GuardedProtocol] = set()
+        self._idle: OrderedDict[GuardedProtocol, None] = OrderedDict()
+        """The first key has been idle the longest (a linked list: O(1) at both ends)."""
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def admit(self, conn: GuardedProtocol) -> bool:
+        """Count a new connection, closing the longest idle one if at the cap; False: refuse it."""
+        if len(self._open) >= self.max_connections:
+            victim = next(iter(self._idle), None)
+            if victim is None:
+                return False
+            self.closed(victim)
+            victim.evict()
+        self._open.add(conn)
+        self._idle[conn] = None
+        return True
+
+    def busy(self, conn: GuardedProtocol) -> None:
+        self._idle.pop(conn, None)
+
+    def idle(self, conn: GuardedProtocol) -> None:
+        if conn in self._open:
+            self._idle[conn] = None
+            self._idle.move_to_end(conn)
+
+    def closed(self, conn: GuardedProtocol) -> None:
+        self._open.discard(conn)
+        self._idle.pop(conn, None)
+
+
+class _TimedFlowControl(FlowControl):
+    """uvicorn's flow control, with a bound on how long a send may wait for the client to read."""
+
+    def __init__(self, transport: asyncio.Transport, timeout: float, on_stall: Callable[[], None]) -> None:
+        super().__init__(transport)
+        self._timeout = timeout
+        self._on_stall = on_stall
+
+    async def drain(self) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await super().drain()
+        except TimeoutError:
+            self._on_stall()
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        limits: ListenLimits,
+        connections: Connections,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._limits = limits
+        self._connections = connections
+        self._reading_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+        self._heads = 0
+        """Request heads completed on this connection."""
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._refusal: GatewayError | None = None
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.flow = _TimedFlowControl(transport, self._limits.write_timeout, self._write_stalled)
+        if not self._connections.admit(self):
+            self._refuse(
+                GatewayError(
+                    503,
+                    f"the gateway is at its limit of {self._connections.max_connections} connections",
+                    "too_many_connections",
+                    retry_after=1.0,
+                )
+            )
+            return
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._connections.closed(self)
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def evict(self) -> None:
+        """Closed to make room for a new connection (this one had no request in progress)."""
+        self._cancel_head_timer()
+        self.transport.abort()
+
+    def timeout_keep_alive_handler(self) -> None:
+        if self.transport.get_write_buffer_size():
+            self.transport.abort()
+        else:
+            super().timeout_keep_alive_handler()
+
+    # -- request head --------------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        while True:
+            if not self._reading_head:
+                super().data_received(data)
+                return
+            if self._head_timer is None:
+                self._arm_head_timer()
+            room = self._limits.max_header_bytes - self._head_bytes
+            if len(data) <= room:
+                self._head_bytes += len(data)
+                super().data_received(data)
+                return
+            heads = self._heads
+            self._head_bytes += room
+            super().data_received(data[:room])
+            if self.transport.is_closing():
+                return
+            if self._heads == heads:
+                limit = self._limits.max_header_bytes
+                err = GatewayError(431, f"request line and headers exceed {limit} bytes", "headers_too_large")
+                self._refuse(err)
+                return
+            data = data[room:]
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self._limits.max_headers:
+            self._refusal = GatewayError(
+                431, f"more than {self._limits.max_headers} request headers", "too_many_headers"
+            )
+            raise _TooManyHeaders
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._heads += 1
+        self._reading_head = False
+        self._cancel_head_timer()
+        self._connections.busy(self)
+        super().on_headers_complete()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["extensions"] = {ABORT: self._abort_exchange}  # type: ignore[dict-item]
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._connections.idle(self)
+
+    def send_400_response(self, msg: str) -> None:
+        """The parser refused the head: say why in OpenAI's shape (431 if we stopped it)."""
+        refusal, self._refusal = self._refusal, None
+        self._refuse(refusal or GatewayError(400, msg, "invalid_http_request"))
+
+    # -- timers and refusals -------------------------------------------------------------------
+
+    def _arm_head_timer(self) -> None:
+        self._head_timer = self.loop.call_later(self._limits.header_timeout, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        seconds = self._limits.header_timeout
+        self._refuse(GatewayError(408, f"no complete request head within {seconds:g} s", "request_timeout"))
+
+    def _refuse(self, err: GatewayError) -> None:
+        """Answer `err` and close; mid-response (a pipelined head) the connection is only aborted."""
+        self._cancel_head_timer()
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._abort_exchange()
+            return
+        self.transport.write(raw_response(err))
+        self.transport.close()
+
+    def _write_stalled(self) -> None:
+        log.info(
+            "client %s read nothing for %g s: connection closed",
+            f"{self.client[0]}:{self.client[1]}" if self.client else "?",
+            self._limits.write_timeout,
+        )
+        self._abort_exchange()
+
+    def _abort_exchange(self) -> None:
+        """Cut the connection; the running request's `receive` reports a disconnect at once."""
+        if self.cycle is not None:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        self.transport.abort()
+
+
+def raw_response(err: GatewayError) -> bytes:
+    """A complete HTTP/1.1 response for `err`, closing the connection."""
+    body = err.body()
+    head = [f"HTTP/1.1 {err.status} {http.HTTPStatus(err.status).phrase}".encode()]
+    head.extend(name + b": " + value for name, value in err.headers())
+    head.append(b"content-length: %d" % len(body))
+    head.append(b"connection: close")
+    return b"\r\n".join(head) + b"\r\n\r\n" + body

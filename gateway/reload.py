@@ -1,0 +1,134 @@
+"""Config reload (SIGHUP or POST /admin/reload): the running gateway takes a new config in place.
+
+All or nothing. The file is read and validated first; an invalid one is refused with one log line
+listing its problems, and nothing changes. A valid one is applied in one synchronous step (no await
+in between), so no request ever sees half of it:
+- Backends are matched by name and URL. One that stays keeps its limiter, so the limit it learned,
+  its latency window and its KV estimates survive; its bounds (`min_concurrency`,
+  `max_concurrency`, the limit clamped into them), key and pinned models are updated. Its
+  algorithm is rebuilt only if `controller` or `sla` changed, starting from the learned limit.
+- A new backend enters the pool out of rotation and joins when its first health check passes.
+- A removed backend leaves the pool at once: nothing new is sent to it, requests running there
+  finish (each holds its backend), its checks stop, its gauges go. Queued requests for a model that
+  no backend is configured to serve any more are answered 503 `no_backend`.
+- SLA, tenants and keys, queue bounds and weights, timeouts, health, retries, the body limit, the
+  shutdown grace and the admin key apply to the next request, check or shutdown.
+- The listeners (`listen.*`, `admin.host`, `admin.port`) are bound at start; a change to them is
+  logged and ignored until a restart. So are `controller.window_seconds` and `min_samples` of the
+  backends that stay (they size a window that holds what was learned).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway import limits
+from gateway.backends import Backend
+from gateway.config import ConfigError, GatewayConfig
+from gateway.config_source import ConfigSource
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("gateway.reload")
+
+_APPLIED = ("sla", "controller", "queue", "timeouts", "health", "tenants", "max_body_bytes", "retries")
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    ok: bool
+    changes: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+class Reloader:
+    def __init__(self, gateway: Gateway, source: ConfigSource | None) -> None:
+        self._gateway = gateway
+        self._source = source
+
+    def reload(self) -> ReloadResult:
+        if self._source is None:
+            problems: tuple[str, ...] = ("the gateway was not started from a config source",)
+        else:
+            try:
+                config = self._source.load()
+            except ConfigError as exc:
+                problems = tuple(exc.problems)
+            else:
+                changes = tuple(apply(self._gateway, config))
+                log.info("config reloaded: %s", "; ".join(changes) or "no change")
+                return ReloadResult(True, changes)
+        log.error("config reload refused, keeping the running config: %s", "; ".join(problems))
+        return ReloadResult(False, problems=problems)
+
+
+def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
+    """Apply `new` to the running gateway; returns what changed, one phrase each."""
+    old = gw.config
+    new = _keep_listeners(old, new)
+    changes = [f"{key} changed" for key in _APPLIED if getattr(old, key) != getattr(new, key)]
+    if old.admin.api_key != new.admin.api_key:
+        changes.append("admin key changed")
+    changes[:0] = _apply_backends(gw, old, new)
+    gw.config = new
+    gw.metrics.set_sla(new.sla)
+    gw.proxy.reconfigure(new)
+    gw.upstream.timeouts = new.timeouts
+    gw.router.admin = new.admin
+    gw.dispatch.reconfigure(new)
+    return changes
+
+
+def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list[str]:
+    changes: list[str] = []
+    rebuild = (old.controller.algorithm, old.controller.params, old.sla) != (
+        new.controller.algorithm,
+        new.controller.params,
+        new.sla,
+    )
+    current = {(b.name, b.url): b for b in gw.pool.backends}
+    backends: list[Backend] = []
+    for bc in new.backends:
+        backend = current.pop((bc.name, bc.url), None)
+        if backend is None:
+            backend = gw.make_backend(bc, new)
+            gw.watch(backend)
+            changes.append(f"backend {bc.name} added")
+        elif rebuild or bc != backend.config or old.health != new.health:
+            backend.reconfigure(bc, new.health)
+            algorithm = (
+                limits.create(new.controller.algorithm, new.controller.params, new.sla)
+                if rebuild
+                else backend.limiter.algorithm
+            )
+            backend.limiter.reconfigure(
+                algorithm,
+                floor=bc.min_concurrency,
+                max_limit=bc.max_concurrency,
+                overdue_after=new.sla.ttft_p90,
+            )
+        backends.append(backend)
+    for backend in current.values():
+        gw.unwatch(backend)
+        gw.metrics.forget_backend(backend.name)
+        changes.append(f"backend {backend.name} removed")
+    gw.pool.backends = tuple(backends)
+    return changes
+
+
+def _keep_listeners(old: GatewayConfig, new: GatewayConfig) -> GatewayConfig:
+    """The listeners as they were bound; a change is logged, to apply at the next start."""
+    bound = (old.host, old.port, old.limits, old.admin.host, old.admin.port)
+    if bound != (new.host, new.port, new.limits, new.admin.host, new.admin.port):
+        log.warning("config reload: listen.* and admin.host/port take effect only at the next start")
+    return dataclasses.replace(
+        new,
+        host=old.host,
+        port=old.port,
+        limits=old.limits,
+        admin=dataclasses.replace(new.admin, host=old.admin.host, port=old.admin.port),
+    )

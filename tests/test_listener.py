@@ -1,0 +1,84 @@
+"""The guarded HTTP/1.1 protocol in-process, over loopback: what counts as the request head."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator
+
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from gateway.listen_config import ListenLimits
+from gateway.listener import Connections, GuardedProtocol
+from gateway.server import bind
+
+LIMITS = ListenLimits(header_timeout=5.0, max_header_bytes=1024, max_headers=10, max_connections=8)
+
+
+async def echo_length(scope: Scope, receive: Receive, send: Send) -> None:
+    size, more = 0, True
+    while more:
+        message = await receive()
+        size += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = str(size).encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(body))]}
+    )  # type: ignore[operator]
+    await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    protocol = functools.partial(
+        GuardedProtocol, limits=LIMITS, connections=Connections(LIMITS.max_connections)
+    )
+    config = uvicorn.Config(echo_length, http=protocol, lifespan="off", log_level="warning")  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    yield sock.getsockname()[1]  # it listens already: connections wait in the backlog until served
+    server.should_exit = True
+    await task
+
+
+async def exchange(port: int, data: bytes, responses: int = 1) -> list[bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    out = []
+    for _ in range(responses):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.startswith(b"content-length")
+        )
+        out.append(head.split(b" ", 2)[1] + b" " + await reader.readexactly(length))
+    writer.close()
+    return out
+
+
+def post(body: bytes, pad: int = 0) -> bytes:
+    return b"POST / HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+        b"p" * pad,
+        len(body),
+        body,
+    )
+
+
+async def test_a_body_behind_a_small_head_is_not_counted_as_head(port: int) -> None:
+    assert await exchange(port, post(b"x" * 200_000)) == [b"200 200000"]
+
+
+async def test_pipelined_requests_in_one_segment_each_get_their_own_budget(port: int) -> None:
+    assert await exchange(port, post(b"ab", pad=900) + post(b"abc", pad=900), responses=2) == [
+        b"200 2",
+        b"200 3",
+    ]
+
+
+async def test_the_head_limit_is_exact(port: int) -> None:
+    base = len(post(b"", pad=0))
+    assert await exchange(port, post(b"", pad=1024 - base)) == [b"200 0"]
+    refused = await exchange(port, post(b"", pad=1025 - base))
+    assert refused[0].startswith(b"431 ") and b"headers_too_large" in refused[0]
