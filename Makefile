@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots
+	bench-coordination bench-slots bench-abuse
 
 setup: $(STAMP)
 
@@ -156,3 +156,10 @@ bench-algorithms: setup
 # Cost of a shared slot: Redis lease acquire/release round trips against the in-process count.
 bench-coordination: setup redis
 	$(BIN)/python -m loadtests.bench_coordination
+
+# Each attack of the hardening work against a real gateway (and, with ABUSE_ARGS='--compare
+# /path/to/other/checkout', another one side by side); prlimit (util-linux) sets the soft fd limit.
+ABUSE_ARGS ?=
+bench-abuse: setup
+	@command -v prlimit >/dev/null || { apt-get update -q && apt-get install -y -q util-linux; }
+	$(BIN)/python -m loadtests.bench_abuse $(ABUSE_ARGS)

@@ -76,11 +76,13 @@ def _answers(url: str) -> bool:
         return False
 
 
-def spawn(cmd: list[str], url_for_ready: str, timeout: float = 20.0, base_url: str = "") -> Proc:
-    """Start `cmd`, wait until GET `url_for_ready` answers 200; `.url` is `base_url`."""
+def spawn(
+    cmd: list[str], url_for_ready: str, timeout: float = 20.0, base_url: str = "", cwd: Path = ROOT
+) -> Proc:
+    """Start `cmd` in `cwd`, wait until GET `url_for_ready` answers 200; `.url` is `base_url`."""
     # A file, not a pipe: a chatty child can never block on a full pipe nobody reads.
     log = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the returned Proc
-    popen = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+    popen = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log)
     proc = Proc(popen, base_url or url_for_ready)
     deadline = time.monotonic() + timeout
     try:

@@ -1,0 +1,164 @@
+"""The abuse benchmark: each attack of the hardening issue against a real `llm-gateway serve` in
+front of two simulated vLLM servers, with what the gateway's process and its clients see meanwhile.
+
+For every attack, and for every gateway checkout compared (this one, and with `--compare PATH`
+another, e.g. the main branch), interleaved per attack, a fresh gateway runs under a soft
+descriptor limit of 1,024 (a common service default; the hard limit is the machine's) and:
+- the attack runs for `--seconds` (loadtests/abuse/attacks.py), with ordinary requests and /health
+  probes from new connections alongside (loadtests/abuse/watch.py says what each number means);
+- afterwards, with the attack stopped, in-flight and queued requests must drain to 0;
+- its log is searched for tracebacks.
+Then a shutdown: 8 streams running and 42 requests queued, SIGTERM; when the queue is answered and
+how, how the streams end, the exit status.
+
+    .venv/bin/python -m loadtests.bench_abuse [--seconds 15] [--compare /work/main] [--attacks ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from loadtests.abuse import watch
+from loadtests.abuse.attacks import ATTACKS, Target
+from loadtests.abuse.shutdown import shutdown_table
+from tests.procs import ROOT, Proc, free_port, spawn, spawn_sim
+
+MODEL = "instant"
+SOFT_FD_LIMIT = 1024
+BASELINE = "none (baseline)"
+
+
+@dataclass
+class Row:
+    attack: str
+    gateway: str
+    seen: watch.Observed
+    lag: tuple[float, float] | None
+    left: tuple[int, int] | None
+    alive: bool
+    tracebacks: int
+    counts: dict[str, int]
+
+
+def gateway_config(sims: list[Proc], *, current: bool) -> dict[str, object]:
+    config: dict[str, object] = {
+        "backends": [{"url": s.url, "name": f"sim-{i}"} for i, s in enumerate(sims)],
+        "controller": {"algorithm": "fixed", "params": {"limit": 4}},
+        "queue": {"timeout": 10},
+        "health": {"interval": 0.5},
+    }
+    if current:  # keys an older checkout does not know
+        config["listen"] = {"write_timeout": 5}
+    return config
+
+
+def start_gateway(root: Path, config: dict[str, object], path: Path) -> tuple[Proc, dict[str, object]]:
+    """The gateway of checkout `root` on a free port, its config (listen filled in) in `path`."""
+    port = free_port()
+    listen = config.get("listen") or {}
+    assert isinstance(listen, dict)
+    config = {**config, "listen": {**listen, "host": "127.0.0.1", "port": port}}
+    path.write_text(yaml.safe_dump(config))
+    url = f"http://127.0.0.1:{port}"
+    serve = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(path), "--log-level", "warning"]
+    cmd = ["prlimit", f"--nofile={SOFT_FD_LIMIT}:", *serve]
+    return spawn(cmd, f"{url}/v1/models", 30, base_url=url, cwd=root), config
+
+
+async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seconds: float) -> Row:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gateway.yaml"
+        gw, config = start_gateway(root, gateway_config(sims, current=root == ROOT), path)
+        target = Target(int(gw.url.rsplit(":", 1)[1]), gw.pid, MODEL, path, config)
+        try:
+            before = await watch.lag_buckets(gw.url)
+            seen, stop = watch.Observed(), asyncio.Event()
+            tasks = [
+                watch.sample_rss(gw.pid, seen, stop),
+                watch.probe_health(target.port, seen, stop),
+                watch.legit_load(gw.url, MODEL, seen, stop),
+            ]
+            if attack != BASELINE:
+                tasks.append(ATTACKS[attack](target, stop))
+            running = asyncio.gather(*tasks)
+            await asyncio.sleep(seconds)
+            stop.set()
+            await running
+            lag = watch.lag_summary(before, await watch.lag_buckets(gw.url))
+            left = await watch.leftover(gw.url)
+            alive = gw.alive()
+            tracebacks = gw.stderr().count("Traceback")
+        finally:
+            gw.stop()
+    return Row(attack, label, seen, lag, left, alive, tracebacks, target.counts)
+
+
+def ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:,.1f}"
+
+
+def table(rows: list[Row], seconds: float) -> str:
+    lines = [
+        f"Each attack {seconds:g} s; /health probed from a new connection every "
+        f"{watch.PROBE_INTERVAL * 1000:g} ms (failed = no 200 within {watch.PROBE_TIMEOUT:g} s, counted "
+        f"as {watch.PROBE_TIMEOUT:g} s); {watch.LEGIT_WORKERS} SDK clients in a closed loop alongside.",
+        "",
+        "| attack | gateway | RSS max (MB) | loop lag P99 / max (ms) | /health P50 / P99 (ms) "
+        "| /health failed | requests ok / failed | in flight, queued after | tracebacks | attack |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lag = "n/a" if r.lag is None else f"{ms(r.lag[0])} / <= {ms(r.lag[1])}"
+        left = "gone" if not r.alive else "n/a" if r.left is None else f"{r.left[0]}, {r.left[1]}"
+        errors = ", ".join(f"{k}: {v}" for k, v in r.seen.errors.items())
+        failed = f"{r.seen.failed}" + (f" ({errors})" if errors else "")
+        lines.append(
+            f"| {r.attack} | {r.gateway} | {r.seen.rss_max:,.0f} | {lag} "
+            f"| {ms(r.seen.health(0.5))} / {ms(r.seen.health(0.99))} "
+            f"| {r.seen.probe_failures} of {len(r.seen.probes)} | {r.seen.ok:,} / {failed} | {left} "
+            f"| {r.tracebacks} | {', '.join(f'{k} {v:,}' for k, v in r.counts.items())} |"
+        )
+    return "\n".join(lines)
+
+
+async def main(args: argparse.Namespace, checkouts: list[tuple[str, Path]]) -> None:
+    rows: list[Row] = []
+    load = os.getloadavg()[0]
+    with spawn_sim("--profile", MODEL, "--seed", "1") as a, spawn_sim("--profile", MODEL, "--seed", "2") as b:
+        for attack in args.attacks:
+            for run in range(args.repeat):
+                for label, root in checkouts:
+                    name = label if args.repeat == 1 else f"{label} #{run + 1}"
+                    print(f"{attack}: {name} gateway ...", file=sys.stderr, flush=True)
+                    rows.append(await run_attack(attack, name, root, [a, b], args.seconds))
+    print(
+        f"Load average (1 min) of the machine: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."
+    )
+    print(table(rows, args.seconds))
+    if args.shutdown:
+        print()
+        print(await shutdown_table(checkouts))
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=15.0, help="length of each attack")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each attack per checkout, interleaved")
+    p.add_argument("--compare", metavar="PATH", help="another checkout of the gateway to run side by side")
+    p.add_argument("--attacks", nargs="+", default=[BASELINE, *ATTACKS], choices=[BASELINE, *ATTACKS])
+    p.add_argument("--no-shutdown", dest="shutdown", action="store_false", help="skip the SIGTERM run")
+    return p.parse_args()
+
+
+if __name__ == "__main__":
+    args = parse_args()
+    compared = [("compared", Path(args.compare).resolve())] if args.compare else []
+    asyncio.run(main(args, [("this", ROOT), *compared]))
