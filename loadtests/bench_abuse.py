@@ -11,7 +11,8 @@ descriptor limit of 1,024 (a common service default; the hard limit is the machi
 Then a shutdown: 8 streams running and 42 requests queued, SIGTERM; when the queue is answered and
 how, how the streams end, the exit status.
 
-    .venv/bin/python -m loadtests.bench_abuse [--seconds 15] [--compare /work/main] [--attacks ...]
+    .venv/bin/python -m loadtests.bench_abuse [--seconds 15] [--compare ../other-checkout] [--attacks ...]
+        [--repeat N] [--docs docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ import yaml
 from loadtests.abuse import watch
 from loadtests.abuse.attacks import ATTACKS, Target
 from loadtests.abuse.shutdown import shutdown_table
+from loadtests.doc_tables import commit, write_block
 from tests.procs import ROOT, Proc, free_port, spawn, spawn_sim
 
 MODEL = "instant"
@@ -139,13 +142,25 @@ async def main(args: argparse.Namespace, checkouts: list[tuple[str, Path]]) -> N
                     name = label if args.repeat == 1 else f"{label} #{run + 1}"
                     print(f"{attack}: {name} gateway ...", file=sys.stderr, flush=True)
                     rows.append(await run_attack(attack, name, root, [a, b], args.seconds))
-    print(
-        f"Load average (1 min) of the machine: {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."
-    )
-    print(table(rows, args.seconds))
+    end = os.getloadavg()[0]
+    report = [
+        f"Load average (1 min) of the machine: {load:.1f} at the start, {end:.1f} at the end.",
+        "",
+        table(rows, args.seconds),
+    ]
     if args.shutdown:
-        print()
-        print(await shutdown_table(checkouts))
+        report += ["", await shutdown_table(checkouts)]
+    text = "\n".join(report)
+    print(text)
+    if args.docs is not None:
+        write_block(args.docs, "bench-abuse", text)
+
+
+def git_commit(root: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or root.name
 
 
 def parse_args() -> argparse.Namespace:
@@ -155,10 +170,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--compare", metavar="PATH", help="another checkout of the gateway to run side by side")
     p.add_argument("--attacks", nargs="+", default=[BASELINE, *ATTACKS], choices=[BASELINE, *ATTACKS])
     p.add_argument("--no-shutdown", dest="shutdown", action="store_false", help="skip the SIGTERM run")
+    p.add_argument("--docs", type=Path, help="also write the tables into this document's block")
     return p.parse_args()
 
 
 if __name__ == "__main__":
     args = parse_args()
-    compared = [("compared", Path(args.compare).resolve())] if args.compare else []
-    asyncio.run(main(args, [("this", ROOT), *compared]))
+    compared = []
+    if args.compare:
+        root = Path(args.compare).resolve()
+        compared = [(f"`{git_commit(root)}`", root)]
+    asyncio.run(main(args, [(f"`{commit()}`", ROOT), *compared]))

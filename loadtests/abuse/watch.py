@@ -24,7 +24,7 @@ import openai
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.histogram import Buckets, bucket_delta, window_quantile
-from gateway.window import nearest_rank
+from loadtests.stats import percentile
 
 PROBE_TIMEOUT = 2.0
 PROBE_INTERVAL = 0.05
@@ -53,7 +53,7 @@ class Observed:
     errors: dict[str, int] = field(default_factory=dict)
 
     def health(self, q: float) -> float | None:
-        return nearest_rank(sorted(self.probes), q)
+        return percentile(self.probes, q)
 
 
 async def sample_rss(pid: int, seen: Observed, stop: asyncio.Event) -> None:
