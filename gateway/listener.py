@@ -16,6 +16,7 @@ header size limit; these rules do (values in `ListenLimits`):
   request's `receive` reports a disconnect, so the application stops, closes its upstream request and
   releases what it holds, exactly as when the client leaves. A kept-alive connection whose last
   response the client never read is aborted, not closed, since closing waits for the buffer to drain.
+  Aborts reset the connection (SO_LINGER 0), so the kernel drops the unread data at once too.
 Refusals are written straight to the transport in OpenAI's error shape, with `connection: close`.
 
 An application may end a response it cannot finish (a backend body that broke off after the headers
@@ -26,8 +27,11 @@ truncated success.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
+import socket
+import struct
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -150,11 +154,11 @@ class GuardedProtocol(HttpToolsProtocol):
     def evict(self) -> None:
         """Closed to make room for a new connection (this one had no request in progress)."""
         self._cancel_head_timer()
-        self.transport.abort()
+        self._reset()
 
     def timeout_keep_alive_handler(self) -> None:
         if self.transport.get_write_buffer_size():
-            self.transport.abort()
+            self._reset()
         else:
             super().timeout_keep_alive_handler()
 
@@ -258,6 +262,15 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is not None:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Abort with a TCP reset. A plain close would leave the kernel holding what the client
+        did not read, as an orphaned socket, for as long as the client keeps its window shut."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
 

@@ -11,7 +11,7 @@ descriptor limit of 1,024 (a common service default; the hard limit is the machi
 Then a shutdown: 8 streams running and 42 requests queued, SIGTERM; when the queue is answered and
 how, how the streams end, the exit status.
 
-    .venv/bin/python -m loadtests.bench_abuse [--seconds 15] [--compare ../other-checkout] [--attacks ...]
+    .venv/bin/python -m loadtests.bench_abuse [--seconds 30] [--compare ../other-checkout] [--attacks ...]
         [--repeat N] [--docs docs/benchmarks.md]
 """
 
@@ -165,7 +165,7 @@ def git_commit(root: Path) -> str:
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=float, default=15.0, help="length of each attack")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of each attack")
     p.add_argument("--repeat", type=int, default=1, help="runs of each attack per checkout, interleaved")
     p.add_argument("--compare", metavar="PATH", help="another checkout of the gateway to run side by side")
     p.add_argument("--attacks", nargs="+", default=[BASELINE, *ATTACKS], choices=[BASELINE, *ATTACKS])

@@ -85,7 +85,7 @@ def broken_backend() -> Iterator[str]:
 def test_a_body_shorter_than_its_content_length_is_a_failed_transfer(broken_backend: str) -> None:
     config = {"backends": [{"url": broken_backend, "models": ["m"]}], "health": {"interval": 60}}
     with spawn_gateway(config) as gw:
-        with pytest.raises(httpx.RemoteProtocolError):
+        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):  # reset, or cut short
             httpx.post(f"{gw.url}/v1/completions", json={"model": "m", "prompt": "x"}, timeout=10)
         eventually(lambda: inflight(gw) == 0, what="slot released")
         assert requests_with_status(httpx.get(f"{gw.url}/metrics").text, "502") == 1
