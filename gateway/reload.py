@@ -13,9 +13,10 @@ in between), so no request ever sees half of it:
   no backend is configured to serve any more are answered 503 `no_backend`.
 - SLA, tenants and keys, queue bounds and weights, timeouts, health, retries, the body limit, the
   shutdown grace and the admin key apply to the next request, check or shutdown.
-- The listeners (`listen.*`, `admin.host`, `admin.port`) are bound at start; a change to them is
-  logged and ignored until a restart. So are `controller.window_seconds` and `min_samples` of the
-  backends that stay (they size a window that holds what was learned).
+- The listeners (`listen.*`, `admin.host`, `admin.port`) and the shared state (`state.*`) are set
+  up at start; a change to them is logged and ignored until a restart. So are
+  `controller.window_seconds` and `min_samples` of the backends that stay (they size a window that
+  holds what was learned).
 """
 
 from __future__ import annotations
@@ -56,7 +57,17 @@ class Gateway(Protocol):
     def unwatch(self, backend: Backend) -> None: ...
 
 
-_APPLIED = ("sla", "controller", "queue", "timeouts", "health", "tenants", "max_body_bytes", "retries")
+_APPLIED = (
+    "sla",
+    "controller",
+    "queue",
+    "timeouts",
+    "health",
+    "tenants",
+    "max_body_bytes",
+    "retries",
+    "shutdown_grace",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +101,7 @@ class Reloader:
 def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
     """Apply `new` to the running gateway; returns what changed, one phrase each."""
     old = gw.config
-    new = _keep_listeners(old, new)
+    new = _keep_bound(old, new)
     changes = [f"{key} changed" for key in _APPLIED if getattr(old, key) != getattr(new, key)]
     if old.admin.api_key != new.admin.api_key:
         changes.append("admin key changed")
@@ -141,15 +152,16 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
     return changes
 
 
-def _keep_listeners(old: GatewayConfig, new: GatewayConfig) -> GatewayConfig:
-    """The listeners as they were bound; a change is logged, to apply at the next start."""
-    bound = (old.host, old.port, old.limits, old.admin.host, old.admin.port)
-    if bound != (new.host, new.port, new.limits, new.admin.host, new.admin.port):
-        log.warning("config reload: listen.* and admin.host/port take effect only at the next start")
+def _keep_bound(old: GatewayConfig, new: GatewayConfig) -> GatewayConfig:
+    """The listeners and the shared state as they were set up at start; a change is logged."""
+    bound = (old.host, old.port, old.limits, old.admin.host, old.admin.port, old.state)
+    if bound != (new.host, new.port, new.limits, new.admin.host, new.admin.port, new.state):
+        log.warning("config reload: listen.*, admin.host/port and state.* take effect only at the next start")
     return dataclasses.replace(
         new,
         host=old.host,
         port=old.port,
         limits=old.limits,
         admin=dataclasses.replace(new.admin, host=old.admin.host, port=old.admin.port),
+        state=old.state,
     )

@@ -124,3 +124,32 @@ def test_two_workers_share_a_port_and_redis_and_survive_a_killed_worker(
             os.kill(gateway.pid, signal.SIGTERM)
             assert gateway.popen.wait(15) == 0
             assert not any(alive(p) for p in workers)
+
+
+def test_sighup_to_the_supervisor_reloads_every_worker(redis_server: RedisServer, tmp_path: Path) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    config = tmp_path / "gateway.yaml"
+    with spawn_sim() as sim:
+        settings = {
+            "backends": [sim.url],
+            "listen": {"host": "127.0.0.1", "port": port},
+            "state": {"redis_url": redis_server.url},
+            "sla": {"ttft_p90": 1.0},
+        }
+        config.write_text(yaml.safe_dump(settings))
+        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--workers", "2"]
+        with spawn([*cmd, "--log-level", "warning"], f"{base}/health", base_url=base) as gateway:
+            pids: set[int] = set()
+            wait_for("both workers answering", lambda: len(pids.update(worker_pids(base)) or pids) == 2)
+            config.write_text(yaml.safe_dump({**settings, "sla": {"ttft_p90": 2.5}}))
+            os.kill(gateway.pid, signal.SIGHUP)
+
+            def reloaded() -> bool:
+                states = [json.loads(get(f"{base}/admin/state")) for _ in range(20)]
+                return {s["coordination"]["owner"].split("/")[1] for s in states} == {
+                    str(p) for p in pids
+                } and all(s["sla"] == {"ttft": 2.5} for s in states)
+
+            wait_for("both workers on the new SLA", reloaded)
+            assert gateway.alive() and worker_pids(base) == pids
