@@ -134,6 +134,9 @@ class Observation:
     delivered_tokens: float = 0.0
     """Output tokens this backend delivered through the gateway since the previous tick: the
     tokens of requests that finished plus the progress of streams in flight."""
+    lumped_tokens: float = 0.0
+    """Of `delivered_tokens`, those that arrived in one piece as a request finished (a
+    non-streaming answer): a count of finished requests, with a count's noise."""
     interval: float = 0.0
     """Seconds since the previous tick (0 at the first)."""
 

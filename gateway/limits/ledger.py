@@ -1,39 +1,64 @@
 """What each concurrency limit delivered while it was in force: a small, time-decayed table.
 
-One entry per limit L. Each control interval while L binds adds its delivered output tokens and
-its length in seconds, and the worst P90/target ratio and that P90 measured at L:
+One entry per limit L. Each control interval while L binds adds its delivered output tokens, its
+length in seconds, the requests that finished, the tokens that came in one piece when a request
+finished (a non-streaming answer), and the requests held outside the engine; and the worst
+P90/target ratio and that P90 measured at L:
 
     w = 2^(-(now - last update) / half_life)
-    tokens <- w x tokens + delivered,  seconds <- w x seconds + interval,  rate = tokens / seconds
-    ratio  <- the newest value (the window P90 already averages over the requests behind it)
+    x <- w x x + this interval's x   for tokens, seconds, finished, lumped, hidden
+    rate = tokens / seconds,  hidden = mean requests in flight that the engine did not count
+    ratio <- the newest value (the window P90 already averages over the requests behind it)
+    noise = (lumped / tokens) / sqrt(finished)    relative standard deviation of the rate
 
 Why decayed sums rather than the latest interval: one second of a non-streaming workload holds a
 handful of finished requests, so a rate over one interval is too noisy to compare two limits; the
 half-life keeps what a limit delivered minutes ago (another capacity, another mix) from deciding.
+Why the noise: tokens that arrive a whole answer at a time are a count of finished requests times
+their length, and a count of n events varies by about sqrt(n) (Poisson); tokens streamed one at a
+time vary far less, so only the lumped share carries that noise.
 Entries not updated for `memory` seconds are forgotten, so every conclusion drawn from the table
-(the best limit, a latency floor the limit does not control) is re-measured that often.
+(the best limit, a knee, a latency floor the limit does not control) is re-measured that often.
 Pure: the caller passes the time.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
 @dataclass(slots=True)
 class Entry:
     limit: int
-    tokens: float
-    seconds: float
-    ratio: float | None
-    """Worst P90 / target measured at this limit (None before any P90)."""
-    p90: float | None
-    """That worst signal's P90 in seconds."""
     at: float
+    tokens: float = 0.0
+    seconds: float = 0.0
+    finished: float = 0.0
+    lumped: float = 0.0
+    hidden_sum: float = 0.0
+    """Decayed sum of (requests held outside the engine x seconds)."""
+    hidden_seconds: float = 0.0
+    ratio: float | None = None
+    """Worst P90 / target measured at this limit (None before any P90)."""
+    p90: float | None = None
+    """That worst signal's P90 in seconds."""
 
     @property
     def rate(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def noise(self) -> float:
+        """Relative standard deviation of `rate` from the count of lumped answers behind it."""
+        if self.tokens <= 0 or self.lumped <= 0:
+            return 0.0
+        return (self.lumped / self.tokens) / math.sqrt(max(self.finished, 1.0))
+
+    @property
+    def hidden(self) -> float | None:
+        """Mean requests in flight that the engine did not count (None if never measured)."""
+        return self.hidden_sum / self.hidden_seconds if self.hidden_seconds > 0 else None
 
 
 class Ledger:
@@ -48,15 +73,32 @@ class Ledger:
         self._entries = {k: e for k, e in self._entries.items() if now - e.at <= self.memory}
         e = self._entries.get(limit)
         if e is None:
-            e = self._entries[limit] = Entry(limit, 0.0, 0.0, None, None, now)
+            e = self._entries[limit] = Entry(limit, now)
         return e
 
-    def record_rate(self, now: float, limit: int, tokens: float, seconds: float) -> Entry:
+    def record_rate(
+        self,
+        now: float,
+        limit: int,
+        tokens: float,
+        seconds: float,
+        *,
+        finished: float = 0.0,
+        lumped: float = 0.0,
+        hidden: float | None = None,
+    ) -> Entry:
         """Add one interval's delivery at `limit`; forget entries older than `memory`."""
         e = self._entry(now, limit)
         w = 0.5 ** ((now - e.at) / self.half_life)
         e.tokens = w * e.tokens + tokens
         e.seconds = w * e.seconds + seconds
+        e.finished = w * e.finished + finished
+        e.lumped = w * e.lumped + lumped
+        e.hidden_sum *= w
+        e.hidden_seconds *= w
+        if hidden is not None:
+            e.hidden_sum += hidden * seconds
+            e.hidden_seconds += seconds
         e.at = now
         return e
 

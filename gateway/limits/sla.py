@@ -51,9 +51,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gateway.limits.base import Params, clamp, decide, is_binding, quantile_exceeds, worst_ratio
+from gateway.limits.base import clamp, decide, is_binding, quantile_exceeds, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
-from gateway.types import SLA, Decision, Observation, Signal
+from gateway.limits.sla_floor import along_the_limit, outside_engine
+from gateway.limits.sla_params import SLAParams
+from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
 class SLALimit:
@@ -61,74 +63,34 @@ class SLALimit:
     respects_kv_ceiling = False
     """KV pressure counts only as it shows in the measured rate and P90s."""
 
-    def __init__(
-        self,
-        sla: SLA,
-        *,
-        initial: int = 8,
-        increase_below: float = 0.9,
-        max_decrease: float = 0.5,
-        floor_tolerance: float = 0.75,
-        min_gain: float = 0.03,
-        probe_gain: float = 0.1,
-        probe_every: float = 10.0,
-        probe_dwell: float = 4.0,
-        settle: float = 2.0,
-        half_life: float = 10.0,
-        memory: float = 30.0,
-        floor_memory: float = 120.0,
-        evidence_alpha: float = 0.01,
-    ) -> None:
-        if probe_dwell > memory:
-            raise ValueError("algorithm 'sla': 'probe_dwell' must be <= 'memory'")
+    def __init__(self, sla: SLA, params: SLAParams | None = None) -> None:
         self.sla = sla
-        self.initial = initial
-        self.increase_below = increase_below
-        self.max_decrease = max_decrease
-        self.floor_tolerance = floor_tolerance
-        self.min_gain = min_gain
-        self.probe_gain = probe_gain
-        self.probe_every = probe_every
-        self.probe_dwell = probe_dwell
-        self.settle = settle
-        self.evidence_alpha = evidence_alpha
-        self.ledger = Ledger(half_life, memory)
+        self.params = params if params is not None else SLAParams()
+        self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._probe_from: int | None = None
+        """The limit a throughput probe started from, while one is being measured."""
         self._next_probe_at = -math.inf
+        self._failures = 0
+        """Probes undone in a row: the wait before the next one doubles with each."""
         self._step = 0
-        """The next probe's step when the last one gained in proportion (slow start); 0 otherwise."""
-        self.floor_memory = floor_memory
+        """The next throughput probe's step after one gained in proportion (slow start); 0 otherwise."""
+        self._last_move = Direction.HOLD
+        self._knee: tuple[int, float] | None = None
+        """The limit last measured at or over `increase_below`, and when."""
         self._floor_found: tuple[dict[Signal, float], float] | None = None
         """The latency floor last proven and until when it stands without new proof."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
-        p = Params(cls.name, params)
-        memory = p.number("memory", 30.0, low=0.0, low_open=True)
-        algo = cls(
-            sla,
-            initial=p.integer("initial", 8, low=1),
-            increase_below=p.number("increase_below", 0.9, low=0.0, high=1.0, low_open=True),
-            max_decrease=p.number("max_decrease", 0.5, low=0.0, high=0.9, low_open=True),
-            floor_tolerance=p.number("floor_tolerance", 0.75, low=0.0, high=1.0, low_open=True),
-            min_gain=p.number("min_gain", 0.03, low=0.0),
-            probe_gain=p.number("probe_gain", 0.1, low=0.0, high=1.0, low_open=True),
-            probe_every=p.number("probe_every", 10.0, low=0.0),
-            probe_dwell=p.number("probe_dwell", 4.0, low=0.0, low_open=True),
-            settle=p.number("settle", 2.0, low=0.0),
-            half_life=p.number("half_life", 10.0, low=0.0, high=memory, low_open=True),
-            memory=memory,
-            floor_memory=p.number("floor_memory", 120.0, low=0.0),
-            evidence_alpha=p.number("evidence_alpha", 0.01, low=0.0, high=1.0),
-        )
-        p.finish()
-        return algo
+        return cls(sla, SLAParams.from_mapping(params))
 
     def initial_limit(self, floor: int, ceiling: int) -> int:
-        return clamp(self.initial, floor, ceiling)
+        return clamp(self.params.initial, floor, ceiling)
 
     def update(self, obs: Observation) -> Decision:
         decision = self._decide(obs)
+        if decision.limit != obs.limit:
+            self._last_move = decision.direction
         found = self._floor_found
         if decision.latency_floor is None and found is not None and obs.now < found[1]:
             decision = replace(decision, latency_floor=found[0])
@@ -143,8 +105,18 @@ class SLALimit:
                 obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}"
             )
         if obs.interval > 0 and obs.since_change >= self._settle(obs):
-            self.ledger.record_rate(obs.now, obs.limit, obs.delivered_tokens, obs.interval)
+            self.ledger.record_rate(
+                obs.now,
+                obs.limit,
+                obs.delivered_tokens,
+                obs.interval,
+                finished=obs.completed,
+                lumped=obs.lumped_tokens,
+                hidden=_hidden(obs),
+            )
         over, over_ratio = self._over_target(obs)
+        if over is not None or ratio >= self.params.increase_below:
+            self._knee = (obs.limit, obs.now)
         if over is not None:
             self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
             return self._over(obs, over, over_ratio)
@@ -169,7 +141,18 @@ class SLALimit:
         if floor is not None:
             return self._infeasible(obs, floor)
         self._probe_from = None
-        limit = obs.limit
+        limit, settle = obs.limit, self._settle(obs)
+        if self._last_move is Direction.DOWN and obs.since_change < settle:
+            return decide(
+                obs,
+                limit,
+                "insufficient_samples",
+                f"{signal} P90 is {r:.2f}x its target; the last cut takes effect over {settle:.1f}s",
+            )
+        if self._last_move is Direction.UP:
+            self._probe_failed(obs)
+        elif obs.since_change >= self.params.max_probe_wait:
+            self._failures = 0  # a limit that held long is over target now: conditions changed
         lower = self.ledger.below(obs.now, limit)
         if lower is not None and lower.ratio is not None and lower.ratio < r:
             wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
@@ -177,7 +160,7 @@ class SLALimit:
         else:
             wanted = limit / r
             how = f"{limit} / {r:.2f}"
-        wanted = max(wanted, limit * (1.0 - self.max_decrease))
+        wanted = max(wanted, limit * (1.0 - self.params.max_decrease))
         return decide(
             obs,
             min(limit - 1, math.floor(wanted)),
@@ -190,42 +173,22 @@ class SLALimit:
         """No limit meets the SLA: go where the most was delivered, and keep probing for more."""
         text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
         d = self._climb_rate(obs)
-        limit, detail = d.limit, d.detail
-        return decide(obs, limit, "sla_infeasible", f"latency floor {text} over target; {detail}", floor)
+        return decide(obs, d.limit, "sla_infeasible", f"latency floor {text} over target; {d.detail}", floor)
 
     def _floor(self, obs: Observation, signal: Signal) -> dict[Signal, float] | None:
-        """The latency the limit does not bring under target, if measured; else None.
-
-        Proven by the front end's own delay (proxy TTFT P90 - the engine's TTFT P90) over target, or
-        by the ledger: its lowest limit misses the target and is the floor, or a line through its
-        lowest and highest limits (at least 1 / t apart) misses it at the floor.
-        Remembered for `floor_memory` seconds, or until a P90 meets its target.
-        """
+        """The latency floor proven now (gateway.limits.sla_floor) or within `floor_memory`."""
         target = self.sla.target(signal)
         assert target is not None
-        sig = obs.signals
-        found: dict[Signal, float] | None = None
-        if (
-            signal == "ttft"
-            and sig is not None
-            and sig.ttft_p90 is not None
-            and sig.at > obs.now - 2 * obs.interval
-        ):
-            outside = obs.p90["ttft"] - sig.ttft_p90
-            if outside >= target:
-                found = {"ttft": outside}
-        entries = [e for e in self.ledger.fresh(obs.now) if e.ratio is not None]
-        if found is None and entries and _misses(entries[0]):
-            low, high = entries[0], entries[-1]
-            assert low.ratio is not None and high.ratio is not None
-            proven = low.limit <= obs.floor
-            if high.limit >= low.limit / self.floor_tolerance:
-                slope = (high.ratio - low.ratio) / (high.limit - low.limit)
-                proven = proven or low.ratio - slope * (low.limit - obs.floor) > 1.0
-            if proven:
-                found = {signal: min(e.p90 for e in entries if e.p90 is not None)}
+        found = outside_engine(obs, target) if signal == "ttft" else None
+        if found is None:
+            found = along_the_limit(
+                self.ledger.fresh(obs.now),
+                signal,
+                obs.floor,
+                span=self.params.floor_span,
+            )
         if found is not None:
-            self._floor_found = (found, obs.now + self.floor_memory)
+            self._floor_found = (found, obs.now + self.params.floor_memory)
         elif self._floor_found is not None and obs.now < self._floor_found[1]:
             found = self._floor_found[0]
         return found
@@ -235,7 +198,7 @@ class SLALimit:
 
         def evident(signal: Signal, target: float) -> bool:
             return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
-                obs.values.get(signal, ()), target, 0.9, self.evidence_alpha
+                obs.values.get(signal, ()), target, 0.9, self.params.evidence_alpha
             )
 
         signal, ratio = worst_ratio(obs, self.sla, admit=evident)
@@ -247,68 +210,113 @@ class SLALimit:
         """Within target: grow while latency has room, unless a lower limit delivered clearly more."""
         now, limit = obs.now, obs.limit
         here = self.ledger.get(limit)
-        best = self.ledger.best(now, self.probe_dwell)
-        measured = here is not None and here.seconds >= self.probe_dwell and now - here.at <= obs.interval
+        best = self.ledger.best(now, self.params.probe_dwell)
         if (
-            measured
+            self._measured(obs, here)
             and here is not None
             and best is not None
             and best.limit < limit
             and self._gain(best, here)
         ):
-            self._next_probe_at = now + self.probe_every
-            lower = max(best.limit, limit - self._step_size(limit))
+            self._probe_failed(obs)
+            lower = max(best.limit, limit - self._step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", _compare(best, here))
-        if r < self.increase_below and self._may_grow(obs):
-            room = math.floor(limit * (self.increase_below / r - 1.0)) if r > 0 else limit
-            step = max(self._step_size(limit), min(room, math.ceil(math.sqrt(limit))))
-            known = [
-                e.limit
-                for e in self.ledger.fresh(now)
-                if e.limit > limit and e.ratio is not None and e.ratio >= self.increase_below
-            ]
-            step = min(step, obs.ceiling - limit, min(known, default=obs.ceiling) - 1 - limit)
+        if r < self.params.increase_below and self._may_grow(obs):
+            step, why = self._growth(obs, r)
             if step > 0:
-                return decide(
-                    obs, limit + step, "probe", f"worst P90/target {r:.2f} < {self.increase_below:g}: +{step}"
-                )
+                if self._last_move is Direction.UP:
+                    self._failures = 0  # the previous step held
+                return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
 
+    def _growth(self, obs: Observation, r: float) -> tuple[int, str]:
+        """How far to grow: fast while no knee is known above, one proportional step near it."""
+        p, limit = self.params, obs.limit
+        fresh = self.ledger.fresh(obs.now)
+        knee = min(
+            (
+                e.limit
+                for e in fresh
+                if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below
+            ),
+            default=None,
+        )
+        seen = self._knee
+        if knee is None and seen is not None and seen[0] > limit and obs.now - seen[1] <= p.knee_memory:
+            knee = seen[0] + 1  # remembered longer than the ledger: steps stay proportional below it
+        if knee is None:
+            room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
+            step = max(self._step_size(limit, p.probe_gain), min(room, math.ceil(math.sqrt(limit))))
+            why = "toward the band"
+        else:
+            step = min(self._step_size(limit, p.probe_gain), knee - 1 - limit)
+            why = f"below {knee}, measured at or over {p.increase_below:g}"
+        held = self._held_outside(obs, fresh)
+        if held is not None:
+            return 0, held
+        return min(step, obs.ceiling - limit), why
+
+    def _held_outside(self, obs: Observation, fresh: list[Entry]) -> str | None:
+        """Why growth would only lengthen a queue outside the engine, or None."""
+        here = self.ledger.get(obs.limit)
+        lower = [e for e in fresh if e.limit < obs.limit and e.hidden is not None]
+        if here is None or here.hidden is None or not lower:
+            return None
+        base = lower[-1]
+        assert base.hidden is not None
+        grew = here.hidden - base.hidden
+        if grew <= self.params.hidden_share * (obs.limit - base.limit):
+            return None
+        return f"{grew:.1f} of the last {obs.limit - base.limit} more in flight are held outside the engine"
+
     def _climb_rate(self, obs: Observation) -> Decision:
-        """Latency cannot be met: probe upward and keep a step only if the rate rose by g."""
+        """Latency cannot be met: probe upward and keep a step only if the rate rose clearly."""
         now, limit = obs.now, obs.limit
         here = self.ledger.get(limit)
-        measured = here is not None and here.seconds >= self.probe_dwell and now - here.at <= obs.interval
+        measured = self._measured(obs, here)
         if self._probe_from is None:
-            best = self.ledger.best(now, self.probe_dwell)
-            if (
-                best is not None
-                and best.limit != limit
-                and (not measured or here is None or self._gain(best, here))
-            ):
-                self._next_probe_at = now + self.probe_every
+            best = self.ledger.best(now, self.params.probe_dwell)
+            if best is not None and best.limit != limit and (not measured or self._gain(best, here)):
+                self._next_probe_at = now + self.params.probe_every
                 return decide(
                     obs, best.limit, "throughput_falls", "holding the limit with the most throughput"
                 )
             if self._may_grow(obs):
-                step = min(max(self._step, self._step_size(limit)), obs.ceiling - limit)
+                step = max(self._step, self._step_size(limit, self.params.rate_probe_gain))
                 self._probe_from = limit
-                return decide(obs, limit + step, "probe", f"trying {limit + step}")
+                return decide(obs, min(obs.ceiling, limit + step), "probe", f"trying {limit + step}")
             return decide(obs, limit, "steady", "holding the limit with the most throughput")
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
-        if start is None or self._gain(here, start):
+        held = self._held_outside(obs, self.ledger.fresh(now))
+        if held is None and (start is None or self._gain(here, start)):
             # Slow start: a gain of half the proportional one doubles the next step.
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
             self._step = 2 * (limit - self._probe_from) if strong else 0
-            self._probe_from = None
+            self._probe_from, self._failures = None, 0
             return decide(obs, limit, "probe", "" if start is None else _compare(here, start))
         back, self._probe_from, self._step = self._probe_from, None, 0
-        self._next_probe_at = now + self.probe_every
-        return decide(obs, back, "no_gain", _compare(start, here))
+        self._probe_failed(obs)
+        return decide(obs, back, "no_gain", held or _compare(start, here) if start else "")
+
+    # -- shared ------------------------------------------------------------------------------------
+
+    def _probe_failed(self, obs: Observation) -> None:
+        """A step up was undone: wait probe_every x 2^(failures - 1), at most half the memory."""
+        self._failures += 1
+        wait = self.params.probe_every * 2.0 ** (self._failures - 1)
+        self._next_probe_at = obs.now + min(wait, self.params.max_probe_wait)
+
+    def _measured(self, obs: Observation, here: Entry | None) -> bool:
+        """Whether the current limit's rate stands on `probe_dwell` seconds measured since it took effect."""
+        return (
+            here is not None
+            and here.seconds >= self.params.probe_dwell
+            and obs.since_change >= self._settle(obs) + self.params.probe_dwell
+        )
 
     def _may_grow(self, obs: Observation) -> bool:
         return (
@@ -318,24 +326,32 @@ class SLALimit:
             and obs.limit < obs.ceiling
         )
 
-    def _step_size(self, limit: int) -> int:
-        return max(1, round(self.probe_gain * limit))
+    @staticmethod
+    def _step_size(limit: int, gain: float) -> int:
+        return max(1, round(gain * limit))
 
     def _evident(self, obs: Observation) -> bool:
         """Whether some SLA signal is measured and each measured one stands on min_samples values."""
         measured = [s for s in self.sla.targets() if s in obs.p90]
         return bool(measured) and all(obs.counts.get(s, 0) >= obs.min_samples for s in measured)
 
-    def _gain(self, a: Entry, b: Entry) -> bool:
-        """Whether `a` delivered clearly more than `b`."""
-        return a.rate > (1.0 + self.min_gain) * b.rate
+    def _gain(self, a: Entry, b: Entry | None) -> bool:
+        """Whether `a` delivered more than (1 + g) x `b`, by more than z x the noise of both counts."""
+        if b is None:
+            return False
+        noise = math.hypot(a.rate * a.noise, b.rate * b.noise)
+        return a.rate - (1.0 + self.params.min_gain) * b.rate > self.params.noise_z * noise
 
     def _settle(self, obs: Observation) -> float:
-        return max(self.settle, obs.p50.get("e2e", 0.0))
+        return max(self.params.settle, obs.p50.get("e2e", 0.0))
 
 
-def _misses(entry: Entry) -> bool:
-    return entry.ratio is not None and entry.ratio > 1.0 and entry.p90 is not None
+def _hidden(obs: Observation) -> float | None:
+    """Requests in flight through the gateway that the engine counts neither running nor waiting."""
+    sig = obs.signals
+    if sig is None or sig.running is None or sig.waiting is None or sig.at <= obs.now - 2 * obs.interval:
+        return None
+    return max(0.0, obs.inflight - sig.running - sig.waiting)
 
 
 def _compare(a: Entry, b: Entry) -> str:

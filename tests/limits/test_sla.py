@@ -118,7 +118,7 @@ def test_over_target_on_too_few_values_holds(obs: ObsFactory) -> None:
     ("params", "message"),
     [
         ({"increase_below": 0.0}, "increase_below"),
-        ({"floor_tolerance": 1.5}, "floor_tolerance"),
+        ({"floor_span": 0.5}, "floor_span"),
         ({"half_life": 100.0}, "half_life"),
         ({"probe_dwell": 0.0}, "probe_dwell"),
         ({"nope": 1}, "unknown parameter 'nope'"),

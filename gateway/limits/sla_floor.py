@@ -1,0 +1,55 @@
+"""The proof that latency has a floor the concurrency limit does not control.
+
+Two proofs, either enough:
+- Outside the engine: the proxy's TTFT P90 minus the engine's own TTFT P90 (from its histogram,
+  scraped within two ticks) is at or over the TTFT target. That time is spent before the engine
+  sees the request (a busy front end, the network), so no limit brings TTFT under target.
+- Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
+  configured floor, or a limit L1 >= span x L0 was measured too and the line through (L0, r0) and
+  (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 - floor) > 1.
+  Each ratio stands on min_samples values or on values significantly over target
+  (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
+  limits a step apart differ in latency by less than its noise, and a false verdict holds the
+  limit where latency is missed.
+The floor reported is, per signal over target, the lowest P90 measured at any limit (or the part
+spent outside the engine).
+Pure: the caller passes the observation and the ledger's entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.limits.ledger import Entry
+from gateway.types import Observation, Signal
+
+
+def outside_engine(obs: Observation, target: float) -> dict[Signal, float] | None:
+    """The TTFT spent outside the engine, if fresh and at or over `target`; else None."""
+    sig = obs.signals
+    if sig is None or sig.ttft_p90 is None or "ttft" not in obs.p90 or sig.at <= obs.now - 2 * obs.interval:
+        return None
+    outside = obs.p90["ttft"] - sig.ttft_p90
+    return {"ttft": outside} if outside >= target else None
+
+
+def along_the_limit(
+    entries: Sequence[Entry], signal: Signal, floor: int, *, span: float
+) -> dict[Signal, float] | None:
+    """The floor proven by the ledger's entries (sorted by limit), else None."""
+    points = [e for e in entries if e.ratio is not None]
+    if not points:
+        return None
+    low = points[0]
+    assert low.ratio is not None
+    if low.ratio <= 1.0 or low.p90 is None:
+        return None
+    proven = low.limit <= floor
+    for high in points[1:]:
+        assert high.ratio is not None
+        if high.limit >= span * low.limit:
+            slope = (high.ratio - low.ratio) / (high.limit - low.limit)
+            proven = proven or low.ratio - slope * (low.limit - floor) > 1.0
+    if not proven:
+        return None
+    return {signal: min(e.p90 for e in points if e.p90 is not None)}
