@@ -157,6 +157,10 @@ class SLALimit:
         if lower is not None and lower.ratio is not None and lower.ratio < r:
             wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
             how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
+        elif r <= 1.0 + 2.0 * self.params.probe_gain:
+            # Just over: a step past the knee, not lost capacity; one probe step back.
+            wanted = max(limit / r, limit - self._step_size(limit, self.params.probe_gain))
+            how = f"{limit} / {r:.2f}, at most one step"
         else:
             wanted = limit / r
             how = f"{limit} / {r:.2f}"
@@ -227,6 +231,7 @@ class SLALimit:
                 if self._last_move is Direction.UP:
                     self._failures = 0  # the previous step held
                 return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
+            return decide(obs, limit, "steady", f"worst P90/target {r:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
 
     def _growth(self, obs: Observation, r: float) -> tuple[int, str]:
@@ -242,15 +247,16 @@ class SLALimit:
             default=None,
         )
         seen = self._knee
-        if knee is None and seen is not None and seen[0] > limit and obs.now - seen[1] <= p.knee_memory:
-            knee = seen[0] + 1  # remembered longer than the ledger: steps stay proportional below it
-        if knee is None:
-            room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
+        near = seen is not None and seen[0] >= limit and obs.now - seen[1] <= p.knee_memory
+        room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
+        if knee is None and not near:
             step = max(self._step_size(limit, p.probe_gain), min(room, math.ceil(math.sqrt(limit))))
             why = "toward the band"
         else:
-            step = min(self._step_size(limit, p.probe_gain), knee - 1 - limit)
-            why = f"below {knee}, measured at or over {p.increase_below:g}"
+            step = max(1, min(room, self._step_size(limit, p.probe_gain)))
+            if knee is not None:
+                step = min(step, knee - 1 - limit)
+            why = f"near {knee or (seen and seen[0])}, measured at or over {p.increase_below:g}"
         held = self._held_outside(obs, fresh)
         if held is not None:
             return 0, held

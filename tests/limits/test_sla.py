@@ -6,6 +6,7 @@ import pytest
 from limits_helpers import ObsFactory, signals
 
 from gateway.limits import SLALimit, create
+from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA, Direction, Observation
 
 TTFT = SLA(ttft_p90=1.0)
@@ -127,3 +128,85 @@ def test_over_target_on_too_few_values_holds(obs: ObsFactory) -> None:
 def test_parameters_are_validated(params: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         create("sla", params, TTFT)
+
+
+def test_a_floor_needs_limits_a_span_apart(obs: ObsFactory) -> None:
+    # 14 and 16 both over target by about as much: a step apart, that is noise, not a floor.
+    a = algo()
+    a.update(measured(obs, 16, 1.5, 96.0))
+    d = a.update(measured(obs, 14, 1.45, 100.0))
+    assert not d.sla_infeasible and d.reason == "p90_over_target"
+
+
+def test_a_second_cut_waits_for_the_first_to_take_effect(obs: ObsFactory) -> None:
+    a = algo()
+    assert a.update(measured(obs, 20, 1.5, 100.0)).limit == 13
+    early = obs(limit=13, p90={"ttft": 1.5}, now=101.0, interval=1.0, since_change=1.0)
+    assert a.update(early).reason == "insufficient_samples"
+    late = obs(limit=13, p90={"ttft": 1.5}, now=103.0, interval=1.0, since_change=3.0)
+    assert a.update(late).limit < 13
+
+
+def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> None:
+    a = algo()
+    a.update(measured(obs, 24, 0.95, 90.0))  # the knee: at the band
+    # Far under the band at 20, yet only p x L = 2 up, and never into 24.
+    assert a.update(measured(obs, 20, 0.3, 100.0)).limit == 22
+    a2 = algo()
+    a2.update(measured(obs, 21, 0.95, 90.0))
+    assert a2.update(measured(obs, 20, 0.3, 100.0)).direction == Direction.HOLD
+
+
+def test_a_lumped_rate_difference_within_count_noise_does_not_move_the_limit(obs: ObsFactory) -> None:
+    # Non-streaming: all tokens arrive as whole answers, 5 a second of 200 tokens.
+    def tick(limit: int, t: float, tokens: float) -> Observation:
+        return obs(
+            limit=limit,
+            p90={"ttft": 0.5},
+            now=t,
+            interval=1.0,
+            since_change=10.0 + t % 100,
+            delivered_tokens=tokens,
+            lumped_tokens=tokens,
+            completed=round(tokens / 200),
+        )
+
+    a = algo()
+    for t in range(5):
+        a.update(tick(14, 100.0 + t, 1000.0))
+    for t in range(5):
+        d = a.update(tick(20, 105.0 + t, 900.0))
+    # 10% less over about 25 answers each: within two standard deviations of the counts.
+    assert d.reason != "throughput_falls"
+
+
+def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
+    a = algo()
+    a.update(
+        obs(
+            limit=10,
+            p90={"ttft": 0.3},
+            now=100.0,
+            interval=1.0,
+            since_change=10.0,
+            signals=signals(at=99.8, running=9.0, waiting=0.0),
+        )
+    )
+    # At 14 the engine still counts 9: the 4 more wait outside it.
+    d = a.update(
+        obs(
+            limit=14,
+            p90={"ttft": 0.3},
+            now=110.0,
+            interval=1.0,
+            since_change=10.0,
+            signals=signals(at=109.8, running=9.0, waiting=0.0),
+        )
+    )
+    assert d.direction == Direction.HOLD and "outside the engine" in d.detail
+
+
+def test_defaults_are_the_parameter_fields() -> None:
+    a = algo()
+    assert a.params == SLAParams()
+    assert a.initial_limit(1, 64) == SLAParams().initial
