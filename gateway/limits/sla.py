@@ -3,42 +3,55 @@ learned online from what each limit delivered; when no limit meets the SLA, say 
 limit with the most throughput instead of starving the backend.
 
 Every tick the algorithm is told the output tokens delivered since the previous tick (finished
-requests plus the progress of streams in flight) and the window P90s since the limit last changed.
-It keeps a ledger (gateway.limits.ledger) of the delivery rate and the worst P90/target ratio r
-measured at each limit L, and moves by these rules, in order (u = `increase_below`):
+requests plus the progress of streams in flight, and which of them came as whole answers) and the
+window P90s since the limit last changed. It keeps a ledger (gateway.limits.ledger) of the rate,
+its count noise, the requests held outside the engine and the worst P90/target ratio r at each
+limit L, and moves by these rules, in order (u = `increase_below`, parameters in
+gateway.limits.sla_params with their defaults):
 
     limit not binding and r <= 1                     hold                   not_binding
-    r > 1 on enough evidence, and either the front end's own delay (proxy TTFT P90 - engine TTFT
-    P90) is over target, or a lower limit L' was measured over target with r' >= t x r
-                                                     L <- the limit of the best rate   sla_infeasible
-    r > 1 on enough evidence, a lower L' measured    L <- L - (r - 1) (L - L') / (r - r')  p90_over_target
-    r > 1 on enough evidence, no lower limit known   L <- L x max(1 - m, 1 / r)        p90_over_target
+    r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
+                                                     throughput climb below  sla_infeasible
+    r > 1, the last move a cut less than `settle` ago   hold                insufficient_samples
+    r > 1, a lower L' measured with r' < r           L <- L - (r - 1)(L - L') / (r - r')   p90_over_target
+    r > 1, none, r <= 1 + 2p                         L <- max(L / r, L - max(1, p L))      p90_over_target
+    r > 1, none                                      L <- L x max(1 - m, 1 / r)           p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
-    a fresh lower limit delivered > (1 + g) x L's rate   L <- that limit    throughput_falls
-    probing L = P + s: rate(L) >= (1 + g) rate(P)    keep L, probe again    throughput_rises
-    probing, no such gain                            L <- P, wait `probe_every`   no_gain
-    r < u, binding, probe due                        L <- L + s, s = max(1, ceil(p x L))  probe
+    a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
+    r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), sqrt L))  probe
+    r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
-and finally L <- clamp(L, floor, ceiling). Defaults: u = 0.9, m = 0.5, t = 0.9, g = 0.02, p = 0.15.
+Throughput climb (SLA infeasible): probe L <- L + max(s, q L); after `probe_dwell` seconds measured
+since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a step that
+gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
+with the most throughput. Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
 - Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
   periods and traffic that bypasses the gateway cannot move it.
-- Infeasible: when a clearly lower limit did not lower latency (r' >= t x r), the latency is a floor
-  the limit does not control (a busy front end, other traffic); every further cut only starves the
-  engine, so the limit goes to where it delivered most and the floor is reported. The engine's own
-  TTFT histogram tells the same without any cut: what the proxy sees beyond it is spent outside.
-- Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1,
-  which is exact for a linear latency curve and conservative on a convex one; without a second point
-  latency is assumed proportional to L (L / r), never more than halving per tick.
+- Infeasible: when latency does not fall as the limit falls, every cut only starves the engine;
+  the limit goes where it delivered most and keeps probing upward, since latency is missed anyway
+  and throughput is all that is left to win.
+- A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
+  (at least the median e2e) would act on the same evidence again and cascade to the floor.
+- Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1;
+  without a second point latency is assumed proportional to L, never more than halving, and a P90
+  just over target (r <= 1 + 2p) is one step past the knee, so one probe step back.
 - Throughput decides where latency has room: KV saturation and preemptions are costs only when the
-  measured rate or P90 shows them, so the limit climbs past them while the rate still rises by g.
-- Probes of p x L, kept only for a gain of g and otherwise undone for `probe_every` seconds, keep
-  the ledger fresh (so a capacity change is followed) while the limit stays within about p of its
-  mean; the ledger forgets entries after `memory` seconds, which re-tests an infeasible verdict.
-- A limit's rate counts only from `settle` seconds after it took effect (at least the median e2e
-  latency, so non-streaming requests started under the previous limit have finished), and a probe
-  is judged after `probe_dwell` seconds of measurement.
+  measured rate or P90 shows them, so the limit climbs past them while the rate still rises.
+- Noise: a rate difference counts only beyond z standard deviations of the counts behind both
+  rates (whole answers are a Poisson count), so a few finished non-streaming requests more or less
+  in a second do not move the limit; probes are judged only on what they delivered after they
+  took effect.
+- Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth
+  is one proportional step and never into that limit; fast growth only where no knee is known
+  within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the
+  next, up to half the ledger's memory, so the failure is still known when the next one comes.
+- Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
+  the engine cannot see (a busy front end). When more than `hidden_share` of the last increase
+  of the limit landed there, raising it further only lengthens that queue: growth and throughput
+  probes stop. A parallel hold (a fixed delay per request) grows the gap by much less than the
+  increase and does not stop growth.
 - Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
   P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
 Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's
@@ -51,8 +64,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from gateway.limits.base import clamp, decide, is_binding, quantile_exceeds, worst_ratio
+from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
+from gateway.limits.sla_evidence import compare, evident, gains, hidden, over_target
 from gateway.limits.sla_floor import along_the_limit, outside_engine
 from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -112,15 +126,15 @@ class SLALimit:
                 obs.interval,
                 finished=obs.completed,
                 lumped=obs.lumped_tokens,
-                hidden=_hidden(obs),
+                hidden=hidden(obs),
             )
-        over, over_ratio = self._over_target(obs)
+        over, over_ratio = over_target(obs, self.sla, self.params.evidence_alpha)
         if over is not None or ratio >= self.params.increase_below:
             self._knee = (obs.limit, obs.now)
         if over is not None:
             self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
             return self._over(obs, over, over_ratio)
-        if signal is not None and self._evident(obs):
+        if signal is not None and evident(obs, self.sla):
             self.ledger.record_ratio(obs.now, obs.limit, ratio, obs.p90[signal])
             if ratio <= 1.0:
                 self._floor_found = None
@@ -197,17 +211,6 @@ class SLALimit:
             found = self._floor_found[0]
         return found
 
-    def _over_target(self, obs: Observation) -> tuple[Signal | None, float]:
-        """The signal furthest over its target among those with the evidence to cut on."""
-
-        def evident(signal: Signal, target: float) -> bool:
-            return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
-                obs.values.get(signal, ()), target, 0.9, self.params.evidence_alpha
-            )
-
-        signal, ratio = worst_ratio(obs, self.sla, admit=evident)
-        return (signal, ratio) if ratio > 1.0 else (None, ratio)
-
     # -- within target ---------------------------------------------------------------------------
 
     def _climb(self, obs: Observation, r: float) -> Decision:
@@ -220,11 +223,11 @@ class SLALimit:
             and here is not None
             and best is not None
             and best.limit < limit
-            and self._gain(best, here)
+            and self._gains(best, here)
         ):
             self._probe_failed(obs)
             lower = max(best.limit, limit - self._step_size(limit, self.params.probe_gain))
-            return decide(obs, lower, "throughput_falls", _compare(best, here))
+            return decide(obs, lower, "throughput_falls", compare(best, here))
         if r < self.params.increase_below and self._may_grow(obs):
             step, why = self._growth(obs, r)
             if step > 0:
@@ -282,7 +285,7 @@ class SLALimit:
         measured = self._measured(obs, here)
         if self._probe_from is None:
             best = self.ledger.best(now, self.params.probe_dwell)
-            if best is not None and best.limit != limit and (not measured or self._gain(best, here)):
+            if best is not None and best.limit != limit and (not measured or self._gains(best, here)):
                 self._next_probe_at = now + self.params.probe_every
                 return decide(
                     obs, best.limit, "throughput_falls", "holding the limit with the most throughput"
@@ -296,17 +299,17 @@ class SLALimit:
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
         held = self._held_outside(obs, self.ledger.fresh(now))
-        if held is None and (start is None or self._gain(here, start)):
+        if held is None and (start is None or self._gains(here, start)):
             # Slow start: a gain of half the proportional one doubles the next step.
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
             self._step = 2 * (limit - self._probe_from) if strong else 0
             self._probe_from, self._failures = None, 0
-            return decide(obs, limit, "probe", "" if start is None else _compare(here, start))
+            return decide(obs, limit, "probe", "" if start is None else compare(here, start))
         back, self._probe_from, self._step = self._probe_from, None, 0
         self._probe_failed(obs)
-        return decide(obs, back, "no_gain", held or _compare(start, here) if start else "")
+        return decide(obs, back, "no_gain", held or compare(start, here) if start else "")
 
     # -- shared ------------------------------------------------------------------------------------
 
@@ -326,7 +329,7 @@ class SLALimit:
 
     def _may_grow(self, obs: Observation) -> bool:
         return (
-            self._evident(obs)
+            evident(obs, self.sla)
             and obs.since_change >= self._settle(obs)
             and obs.now >= self._next_probe_at
             and obs.limit < obs.ceiling
@@ -336,29 +339,8 @@ class SLALimit:
     def _step_size(limit: int, gain: float) -> int:
         return max(1, round(gain * limit))
 
-    def _evident(self, obs: Observation) -> bool:
-        """Whether some SLA signal is measured and each measured one stands on min_samples values."""
-        measured = [s for s in self.sla.targets() if s in obs.p90]
-        return bool(measured) and all(obs.counts.get(s, 0) >= obs.min_samples for s in measured)
-
-    def _gain(self, a: Entry, b: Entry | None) -> bool:
-        """Whether `a` delivered more than (1 + g) x `b`, by more than z x the noise of both counts."""
-        if b is None:
-            return False
-        noise = math.hypot(a.rate * a.noise, b.rate * b.noise)
-        return a.rate - (1.0 + self.params.min_gain) * b.rate > self.params.noise_z * noise
+    def _gains(self, a: Entry, b: Entry | None) -> bool:
+        return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)
 
     def _settle(self, obs: Observation) -> float:
         return max(self.params.settle, obs.p50.get("e2e", 0.0))
-
-
-def _hidden(obs: Observation) -> float | None:
-    """Requests in flight through the gateway that the engine counts neither running nor waiting."""
-    sig = obs.signals
-    if sig is None or sig.running is None or sig.waiting is None or sig.at <= obs.now - 2 * obs.interval:
-        return None
-    return max(0.0, obs.inflight - sig.running - sig.waiting)
-
-
-def _compare(a: Entry, b: Entry) -> str:
-    return f"{a.limit} delivered {a.rate:.0f} tok/s, {b.limit} {b.rate:.0f} tok/s"

@@ -1,0 +1,54 @@
+"""What the `sla` controller reads from one observation and two ledger entries: which P90 is over
+target on enough evidence, whether a rate is clearly higher than another, and how many requests
+in flight the engine does not count.
+
+Pure functions of their arguments.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gateway.limits.base import quantile_exceeds, worst_ratio
+from gateway.limits.ledger import Entry
+from gateway.types import SLA, Observation, Signal
+
+
+def over_target(obs: Observation, sla: SLA, alpha: float) -> tuple[Signal | None, float]:
+    """The signal furthest over its target among those with the evidence to cut on.
+
+    Evidence: min_samples values, or values so clearly over target that a P90 at the target would
+    give them with probability below `alpha`.
+    """
+
+    def admit(signal: Signal, target: float) -> bool:
+        return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
+            obs.values.get(signal, ()), target, 0.9, alpha
+        )
+
+    signal, ratio = worst_ratio(obs, sla, admit=admit)
+    return (signal, ratio) if ratio > 1.0 else (None, ratio)
+
+
+def evident(obs: Observation, sla: SLA) -> bool:
+    """Whether some SLA signal is measured and each measured one stands on min_samples values."""
+    measured = [s for s in sla.targets() if s in obs.p90]
+    return bool(measured) and all(obs.counts.get(s, 0) >= obs.min_samples for s in measured)
+
+
+def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:
+    """Whether `a` delivered more than (1 + min_gain) x `b`, by more than z x both counts' noise."""
+    noise = math.hypot(a.rate * a.noise, b.rate * b.noise)
+    return a.rate - (1.0 + min_gain) * b.rate > z * noise
+
+
+def hidden(obs: Observation) -> float | None:
+    """Requests in flight through the gateway that the engine counts neither running nor waiting."""
+    sig = obs.signals
+    if sig is None or sig.running is None or sig.waiting is None or sig.at <= obs.now - 2 * obs.interval:
+        return None
+    return max(0.0, obs.inflight - sig.running - sig.waiting)
+
+
+def compare(a: Entry, b: Entry) -> str:
+    return f"{a.limit} delivered {a.rate:.0f} tok/s, {b.limit} {b.rate:.0f} tok/s"
