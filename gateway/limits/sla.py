@@ -41,15 +41,16 @@ Why each rule:
   measured rate or P90 shows them, so the limit climbs past them while the rate still rises.
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
   rates (whole answers are a Poisson count), so a few finished non-streaming requests more or less
-  in a second do not move the limit; probes are judged only on what they delivered after they
-  took effect.
+  in a second do not move the limit; a probe whose gain is within the noise is measured longer
+  (up to `probe_every`) before its point estimate decides; probes are judged only on what they
+  delivered after they took effect.
 - Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth
   is one proportional step and never into that limit; fast growth only where no knee is known
   within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the
   next, up to half the ledger's memory, so the failure is still known when the next one comes.
 - Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
-  the engine cannot see (a busy front end). When more than `hidden_share` of the last increase
-  of the limit landed there, raising it further only lengthens that queue: growth and throughput
+  the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last
+  increase of the limit) landed there, raising it further only lengthens that queue: growth and throughput
   probes stop. A parallel hold (a fixed delay per request) grows the gap by much less than the
   increase and does not stop growth.
 - Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
@@ -66,7 +67,7 @@ from dataclasses import replace
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
-from gateway.limits.sla_evidence import compare, evident, gains, hidden, over_target
+from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target
 from gateway.limits.sla_floor import along_the_limit, outside_engine
 from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -81,16 +82,13 @@ class SLALimit:
         self.sla = sla
         self.params = params if params is not None else SLAParams()
         self.ledger = Ledger(self.params.half_life, self.params.memory)
-        self._probe_from: int | None = None
-        """The limit a throughput probe started from, while one is being measured."""
+        self._probe_from: int | None = None  # where a throughput probe being measured started
         self._next_probe_at = -math.inf
-        self._failures = 0
-        """Probes undone in a row: the wait before the next one doubles with each."""
-        self._step = 0
-        """The next throughput probe's step after one gained in proportion (slow start); 0 otherwise."""
+        self._failures = 0  # probes undone in a row: the wait before the next doubles with each
+        self._step = 0  # the next throughput probe's step after one gained in proportion (slow start)
         self._last_move = Direction.HOLD
-        self._knee: tuple[int, float] | None = None
-        """The limit last measured at or over `increase_below`, and when."""
+        self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
+        self._outside_since: float | None = None  # since when the front end's delay is over target
         self._floor_found: tuple[dict[Signal, float], float] | None = None
         """The latency floor last proven and until when it stands without new proof."""
 
@@ -156,6 +154,10 @@ class SLALimit:
             return self._infeasible(obs, floor)
         self._probe_from = None
         limit, settle = obs.limit, self._settle(obs)
+        since = self._outside_since
+        if since is not None and obs.now - since < 2 * self.params.probe_dwell:
+            # The front end's own delay is over target: hold while it shows whether it lasts.
+            return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
         if self._last_move is Direction.DOWN and obs.since_change < settle:
             return decide(
                 obs,
@@ -197,7 +199,15 @@ class SLALimit:
         """The latency floor proven now (gateway.limits.sla_floor) or within `floor_memory`."""
         target = self.sla.target(signal)
         assert target is not None
-        found = outside_engine(obs, target) if signal == "ttft" else None
+        spent = outside_engine(obs) if signal == "ttft" else None
+        if spent is not None and spent < target:
+            self._outside_since = None  # a reading that says the engine accounts for it
+        elif spent is not None and self._outside_since is None:
+            self._outside_since = obs.now
+        found: dict[Signal, float] | None = None
+        since = self._outside_since
+        if spent is not None and since is not None and obs.now - since >= self.params.probe_dwell:
+            found = {"ttft": spent}
         if found is None:
             found = along_the_limit(
                 self.ledger.fresh(obs.now),
@@ -260,23 +270,10 @@ class SLALimit:
             if knee is not None:
                 step = min(step, knee - 1 - limit)
             why = f"near {knee or (seen and seen[0])}, measured at or over {p.increase_below:g}"
-        held = self._held_outside(obs, fresh)
+        held = held_outside(fresh, obs.limit, self.params.hidden_share)
         if held is not None:
             return 0, held
         return min(step, obs.ceiling - limit), why
-
-    def _held_outside(self, obs: Observation, fresh: list[Entry]) -> str | None:
-        """Why growth would only lengthen a queue outside the engine, or None."""
-        here = self.ledger.get(obs.limit)
-        lower = [e for e in fresh if e.limit < obs.limit and e.hidden is not None]
-        if here is None or here.hidden is None or not lower:
-            return None
-        base = lower[-1]
-        assert base.hidden is not None
-        grew = here.hidden - base.hidden
-        if grew <= self.params.hidden_share * (obs.limit - base.limit):
-            return None
-        return f"{grew:.1f} of the last {obs.limit - base.limit} more in flight are held outside the engine"
 
     def _climb_rate(self, obs: Observation) -> Decision:
         """Latency cannot be met: probe upward and keep a step only if the rate rose clearly."""
@@ -298,8 +295,17 @@ class SLALimit:
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
-        held = self._held_outside(obs, self.ledger.fresh(now))
-        if held is None and (start is None or self._gains(here, start)):
+        held = held_outside(self.ledger.fresh(now), limit, self.params.hidden_share)
+        keep = held is None and (start is None or self._gains(here, start))
+        if start is not None and held is None and not keep:
+            # Too few answers behind the rates to tell: measure up to `probe_every` longer; then
+            # the point estimate decides.
+            z = self.params.noise_z * math.hypot(here.rate * here.noise, start.rate * start.noise)
+            undecided = here.rate + z > (1.0 + self.params.min_gain) * start.rate
+            if undecided and obs.since_change < self._settle(obs) + self.params.probe_every:
+                return decide(obs, limit, "probing", f"measuring {compare(here, start)}")
+            keep = undecided and here.rate > (1.0 + self.params.min_gain) * start.rate
+        if keep:
             # Slow start: a gain of half the proportional one doubles the next step.
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
@@ -310,8 +316,6 @@ class SLALimit:
         back, self._probe_from, self._step = self._probe_from, None, 0
         self._probe_failed(obs)
         return decide(obs, back, "no_gain", held or compare(start, here) if start else "")
-
-    # -- shared ------------------------------------------------------------------------------------
 
     def _probe_failed(self, obs: Observation) -> None:
         """A step up was undone: wait probe_every x 2^(failures - 1), at most half the memory."""

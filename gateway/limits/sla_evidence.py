@@ -1,6 +1,6 @@
-"""What the `sla` controller reads from one observation and two ledger entries: which P90 is over
-target on enough evidence, whether a rate is clearly higher than another, and how many requests
-in flight the engine does not count.
+"""What the `sla` controller reads from one observation and the ledger: which P90 is over target on
+enough evidence, whether a rate is clearly higher than another, how many requests in flight the
+engine does not count, and whether the last increase of the limit only went there.
 
 Pure functions of their arguments.
 """
@@ -48,6 +48,24 @@ def hidden(obs: Observation) -> float | None:
     if sig is None or sig.running is None or sig.waiting is None or sig.at <= obs.now - 2 * obs.interval:
         return None
     return max(0.0, obs.inflight - sig.running - sig.waiting)
+
+
+def held_outside(fresh: list[Entry], limit: int, share: float) -> str | None:
+    """Why raising `limit` would only lengthen a queue outside the engine, or None.
+
+    So when the requests the engine does not count grew, from the next lower measured limit to
+    this one, by more than max(1, share x the increase).
+    """
+    here = [e for e in fresh if e.limit == limit and e.hidden is not None]
+    lower = [e for e in fresh if e.limit < limit and e.hidden is not None]
+    if not here or not lower:
+        return None
+    base = lower[-1]
+    assert here[0].hidden is not None and base.hidden is not None
+    grew = here[0].hidden - base.hidden
+    if grew <= max(1.0, share * (limit - base.limit)):
+        return None
+    return f"{grew:.1f} of the last {limit - base.limit} more in flight are held outside the engine"
 
 
 def compare(a: Entry, b: Entry) -> str:

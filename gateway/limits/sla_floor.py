@@ -2,7 +2,9 @@
 
 Two proofs, either enough:
 - Outside the engine: the proxy's TTFT P90 minus the engine's own TTFT P90 (from its histogram,
-  scraped within two ticks) is at or over the TTFT target. That time is spent before the engine
+  scraped within two ticks) is at or over the TTFT target, and no reading in between said less
+  for `dwell` seconds: the proxy's P90 covers the requests since the last change, the engine's one
+  scrape interval, so one reading can differ by chance. That time is spent before the engine
   sees the request (a busy front end, the network), so no limit brings TTFT under target.
 - Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
   configured floor, or a limit L1 >= span x L0 was measured too and the line through (L0, r0) and
@@ -24,13 +26,12 @@ from gateway.limits.ledger import Entry
 from gateway.types import Observation, Signal
 
 
-def outside_engine(obs: Observation, target: float) -> dict[Signal, float] | None:
-    """The TTFT spent outside the engine, if fresh and at or over `target`; else None."""
+def outside_engine(obs: Observation) -> float | None:
+    """The TTFT P90 spent outside the engine, if the engine's own P90 is fresh; else None."""
     sig = obs.signals
     if sig is None or sig.ttft_p90 is None or "ttft" not in obs.p90 or sig.at <= obs.now - 2 * obs.interval:
         return None
-    outside = obs.p90["ttft"] - sig.ttft_p90
-    return {"ttft": outside} if outside >= target else None
+    return obs.p90["ttft"] - sig.ttft_p90
 
 
 def along_the_limit(

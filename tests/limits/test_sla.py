@@ -51,23 +51,32 @@ def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) 
     assert (d.reason, d.limit) == ("sla_infeasible", 16)
 
 
+def outside(obs: ObsFactory, now: float, **kw: object) -> Observation:
+    """TTFT 1.3 s at the proxy, 0.05 s in the engine's own histogram: 1.25 s spent outside it."""
+    sig = signals(at=now - 0.5, ttft_p90=0.05)
+    return obs(limit=12, p90={"ttft": 1.3}, now=now, interval=1.0, signals=sig, **kw)
+
+
 def test_front_end_delay_over_target_is_a_floor_without_any_cut(obs: ObsFactory) -> None:
-    # The proxy sees TTFT 1.3 s, the engine's own histogram 0.05 s: 1.25 s is spent outside it.
-    d = algo().update(
-        obs(limit=12, p90={"ttft": 1.3}, now=100.0, interval=1.0, signals=signals(at=99.5, ttft_p90=0.05))
-    )
+    a = algo()
+    # One tick could be a P90 since the change against a quieter scrape: hold while it lasts.
+    first = a.update(outside(obs, 100.0))
+    assert (first.limit, first.sla_infeasible, first.reason) == (12, False, "insufficient_samples")
+    for t in range(1, 5):
+        d = a.update(outside(obs, 100.0 + t))
     assert d.sla_infeasible and d.latency_floor == pytest.approx({"ttft": 1.25})
     assert d.limit == 12
 
 
 def test_a_met_target_clears_the_floor(obs: ObsFactory) -> None:
     a = algo()
-    sig = signals(at=99.5, ttft_p90=0.05)
-    assert a.update(obs(limit=12, p90={"ttft": 1.3}, now=100.0, interval=1.0, signals=sig)).sla_infeasible
+    for t in range(5):
+        d = a.update(outside(obs, 100.0 + t))
+    assert d.sla_infeasible
     assert a.update(
-        obs(limit=12, p90={"ttft": 1.3}, now=101.0, interval=1.0, sample_count=2, counts={"ttft": 2})
+        obs(limit=12, p90={"ttft": 1.3}, now=105.0, interval=1.0, sample_count=2, counts={"ttft": 2})
     ).sla_infeasible
-    d = a.update(obs(limit=12, p90={"ttft": 0.95}, now=102.0, interval=1.0))
+    d = a.update(obs(limit=12, p90={"ttft": 0.95}, now=106.0, interval=1.0))
     assert not d.sla_infeasible
 
 
