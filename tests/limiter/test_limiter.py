@@ -173,6 +173,17 @@ def test_state_is_json_ready() -> None:
     assert state["kv_usage"] == 0.4 and state["last_decision"]["reason"] == "not_binding"
 
 
+def test_state_shows_requests_in_flight_that_the_engine_does_not_count() -> None:
+    lim, clock, _ = limiter()
+    slots = [lim.acquire() for _ in range(5)]
+    lim.observe(BackendSignals(at=clock.now, waiting=1, running=2))
+    assert lim.state()["outside_engine"] == 2  # 5 in flight, vLLM counts 3
+    lim.observe(BackendSignals(at=clock.now, waiting=0, running=9))  # others' traffic too
+    assert lim.state()["outside_engine"] == 0
+    for slot in slots:
+        slot.release()
+
+
 def test_constructor_validation() -> None:
     algo = create("sla", {}, TTFT_1S)
     with pytest.raises(ValueError, match="floor"):
