@@ -12,7 +12,8 @@ gateway.limits.sla_params with their defaults):
     limit not binding and r <= 1                     hold                   not_binding
     r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
                                                      throughput climb below  sla_infeasible
-    r > 1, the last move a cut less than `settle` ago   hold                insufficient_samples
+    r > 1, a cut under `settle` ago, or the front end's delay over target under 2 x `probe_dwell`
+                                                     hold                   insufficient_samples
     r > 1, a lower L' measured with r' < r           L <- L - (r - 1)(L - L') / (r - r')   p90_over_target
     r > 1, none, r <= 1 + 2p                         L <- max(L / r, L - max(1, p L))      p90_over_target
     r > 1, none                                      L <- L x max(1 - m, 1 / r)           p90_over_target
@@ -49,14 +50,13 @@ Why each rule:
   within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the
   next, up to half the ledger's memory, so the failure is still known when the next one comes.
 - Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
-  the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last
-  increase of the limit) landed there, raising it further only lengthens that queue: growth and throughput
-  probes stop. A parallel hold (a fixed delay per request) grows the gap by much less than the
-  increase and does not stop growth.
+  the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last raise)
+  landed there, raising further only lengthens that queue: growth and throughput probes stop; a
+  parallel hold (a fixed delay per request) grows it by much less and does not stop growth.
 - Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
   P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
-Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's
-adaptive concurrency filter (epochs); Netflix concurrency-limits.
+Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
+concurrency filter (epochs); Netflix concurrency-limits.
 """
 
 from __future__ import annotations
