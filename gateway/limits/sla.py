@@ -51,8 +51,9 @@ Why each rule:
   next, up to half the ledger's memory, so the failure is still known when the next one comes.
 - Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
   the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last raise)
-  landed there, raising further only lengthens that queue: growth and throughput probes stop; a
-  parallel hold (a fixed delay per request) grows it by much less and does not stop growth.
+  landed there and the rate did not rise, raising further only lengthens that queue: growth stops
+  and a throughput probe is undone at once; a front end that holds requests on their way in
+  (the gap grows, and so does the rate) does not stop growth.
 - Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
   P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
 Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
@@ -89,8 +90,7 @@ class SLALimit:
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._outside_since: float | None = None  # since when the front end's delay is over target
-        self._floor_found: tuple[dict[Signal, float], float] | None = None
-        """The latency floor last proven and until when it stands without new proof."""
+        self._floor_found: tuple[dict[Signal, float], float] | None = None  # floor proven, until when
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
@@ -270,7 +270,7 @@ class SLALimit:
             if knee is not None:
                 step = min(step, knee - 1 - limit)
             why = f"near {knee or (seen and seen[0])}, measured at or over {p.increase_below:g}"
-        held = held_outside(fresh, obs.limit, self.params.hidden_share)
+        held = held_outside(fresh, obs.limit, p.hidden_share, p.min_gain)
         if held is not None:
             return 0, held
         return min(step, obs.ceiling - limit), why
@@ -295,7 +295,7 @@ class SLALimit:
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
-        held = held_outside(self.ledger.fresh(now), limit, self.params.hidden_share)
+        held = held_outside(self.ledger.fresh(now), limit, self.params.hidden_share, self.params.min_gain)
         keep = held is None and (start is None or self._gains(here, start))
         if start is not None and held is None and not keep:
             # Too few answers behind the rates to tell: measure up to `probe_every` longer; then
