@@ -33,7 +33,7 @@ class SLAParams:
     """z: standard deviations of count noise a rate difference must exceed."""
     probe_gain: float = _param(0.1, 0.0, 1.0, low_open=True)
     """p: a step near a known knee is max(1, p x L)."""
-    rate_probe_gain: float = _param(0.25, 0.0, 1.0, low_open=True)
+    rate_probe_gain: float = _param(0.5, 0.0, 1.0, low_open=True)
     """q: a step when only throughput decides (SLA infeasible) is max(1, q x L)."""
     probe_every: float = _param(10.0, 0.0)
     """Seconds between probes after a failed one, doubled after each further failure."""

@@ -13,12 +13,14 @@ limit meets the SLA, adaptive goodput >= 95% of the best such limit's and every 
 10%; where none does, `sla_infeasible` reported and throughput >= 90% of direct.
 
     python -m loadtests.controller.sim_matrix [--server clean|busy-host] [--algorithms sla aimd]
+        [--params '{"rate_probe_gain": 0.5}']
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -145,7 +147,7 @@ def run_workload(
         )
         print(f"  fixed      tput/goodput per limit (! misses the SLA): {sweep}")
         for name in algorithms:
-            algo = create(name, {}, to_sla(sla))
+            algo = create(name, args.params if name == args.algorithms[0] else {}, to_sla(sla))
             run = simulate(
                 workload, algo, to_sla(sla), duration=args.duration, profile=profile, seed=args.seed
             )
@@ -162,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--profile", default="tiny-cpu-4l")
     parser.add_argument("--algorithms", nargs="+", default=["sla"])
     parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
+    parser.add_argument(
+        "--params", type=json.loads, default={}, help="the first algorithm's parameters (JSON)"
+    )
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--settle", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=0)
