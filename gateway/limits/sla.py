@@ -282,11 +282,10 @@ class SLALimit:
         measured = self._measured(obs, here)
         if self._probe_from is None:
             best = self.ledger.best(now, self.params.probe_dwell)
-            if best is not None and best.limit != limit and (not measured or self._gains(best, here)):
+            unknown = here is None or here.seconds < self.params.probe_dwell  # never measured here
+            if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
                 self._next_probe_at = now + self.params.probe_every
-                return decide(
-                    obs, best.limit, "throughput_falls", "holding the limit with the most throughput"
-                )
+                return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_grow(obs):
                 step = max(self._step, self._step_size(limit, self.params.rate_probe_gain))
                 self._probe_from = limit
