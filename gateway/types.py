@@ -100,6 +100,12 @@ class BackendSignals:
             return self.tpot_p90
         return self.e2e_p90
 
+    def outside(self, inflight: int) -> float | None:
+        """Of `inflight` requests sent to this backend, those it counts neither running nor waiting."""
+        if self.running is None or self.waiting is None:
+            return None
+        return max(0.0, inflight - self.running - self.waiting)
+
 
 @dataclass(frozen=True, slots=True)
 class Observation:

@@ -45,9 +45,9 @@ def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:
 def hidden(obs: Observation) -> float | None:
     """Requests in flight through the gateway that the engine counts neither running nor waiting."""
     sig = obs.signals
-    if sig is None or sig.running is None or sig.waiting is None or sig.at <= obs.now - 2 * obs.interval:
+    if sig is None or sig.at <= obs.now - 2 * obs.interval:
         return None
-    return max(0.0, obs.inflight - sig.running - sig.waiting)
+    return sig.outside(obs.inflight)
 
 
 def held_outside(fresh: list[Entry], limit: int, share: float, min_gain: float) -> str | None:
