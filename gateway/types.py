@@ -141,8 +141,13 @@ class Observation:
     """Output tokens this backend delivered through the gateway since the previous tick: the
     tokens of requests that finished plus the progress of streams in flight."""
     lumped_tokens: float = 0.0
-    """Of `delivered_tokens`, those that arrived in one piece as a request finished (a
-    non-streaming answer): a count of finished requests, with a count's noise."""
+    """Of `delivered_tokens`, those counted only when their request finished (a non-streaming
+    answer, a stream's last events): whole answers at a time, with a count's noise."""
+    finished: int = 0
+    """Requests that finished since the previous tick (their remainders are `lumped_tokens`)."""
+    outside_engine: float | None = None
+    """Requests in flight through the gateway that the last scrape counted neither running nor
+    waiting (`BackendSignals.outside`); None without such a scrape."""
     interval: float = 0.0
     """Seconds since the previous tick (0 at the first)."""
 

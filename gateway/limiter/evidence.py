@@ -69,6 +69,8 @@ class Evidence:
         """Output events of each stream in flight already counted as delivered tokens."""
         self._delivered = 0
         """Output tokens of finished requests not yet counted, since the previous take."""
+        self._lumped = (0, 0)
+        """Those tokens and the requests they came from, since the previous `take_lumped`."""
 
     @property
     def epoch_start(self) -> float:
@@ -101,7 +103,9 @@ class Evidence:
         self._streams.pop(key, None)
         counted = self._counted.pop(key, 0)
         if sample is not None:
-            self._delivered += max(0, sample.output_tokens - counted)
+            remainder = max(0, sample.output_tokens - counted)
+            self._delivered += remainder
+            self._lumped = (self._lumped[0] + remainder, self._lumped[1] + 1)
             if sample.ok:
                 self._window.add(sample)
 
@@ -177,6 +181,12 @@ class Evidence:
             total += events - self._counted.get(key, 0)
             self._counted[key] = events
         return total
+
+    def take_lumped(self) -> tuple[int, int]:
+        """Output tokens counted only as their request finished, and how many requests finished,
+        since the previous take: the delivered tokens that come a whole answer at a time."""
+        lumped, self._lumped = self._lumped, (0, 0)
+        return lumped
 
 
 def _rank(sorted_values: list[float], q: float) -> float:

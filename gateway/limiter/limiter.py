@@ -180,6 +180,7 @@ class Limiter:
         evidence = self._evidence
         live = evidence.live()
         p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._signals)
+        lumped, finished = evidence.take_lumped()
         obs = Observation(
             now=now,
             limit=self._limit,
@@ -198,6 +199,9 @@ class Limiter:
             counts=counts,
             values=values,
             delivered_tokens=float(evidence.take_delivered()),
+            lumped_tokens=float(lumped),
+            finished=finished,
+            outside_engine=None if self._signals is None else self._signals.outside(self.inflight),
             interval=now - self._last_tick_at,
         )
         self._last_tick_at = now
@@ -236,6 +240,7 @@ class Limiter:
             "preemptions_total": sig.preemptions_total if sig is not None else None,
             "kv_capacity_tokens": self._kv.capacity,
             "running": sig.running if sig is not None else None,
+            "outside_engine": sig.outside(self.inflight) if sig is not None else None,
             "tokens_per_request": _rounded(self._kv.tokens_per_request),
             "kv_tokens_per_running": _rounded(self._kv.per_running),
             "last_change_at": self._last_change_at,

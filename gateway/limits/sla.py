@@ -122,7 +122,7 @@ class SLALimit:
                 obs.limit,
                 obs.delivered_tokens,
                 obs.interval,
-                finished=obs.completed,
+                finished=obs.finished,
                 lumped=obs.lumped_tokens,
                 hidden=hidden(obs),
             )

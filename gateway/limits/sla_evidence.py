@@ -47,7 +47,7 @@ def hidden(obs: Observation) -> float | None:
     sig = obs.signals
     if sig is None or sig.at <= obs.now - 2 * obs.interval:
         return None
-    return sig.outside(obs.inflight)
+    return obs.outside_engine
 
 
 def held_outside(fresh: list[Entry], limit: int, share: float, min_gain: float) -> str | None:

@@ -143,3 +143,6 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     ev.finish("no sample", None)
     assert ev.take_delivered() == 60 + 25 + 7
     assert ev.take_delivered() == 0
+    # Of those, the tokens counted only at the end, and the requests they came from.
+    assert ev.take_lumped() == (60 + 25 + 7, 3)
+    assert ev.take_lumped() == (0, 0)

@@ -177,7 +177,7 @@ def test_a_lumped_rate_difference_within_count_noise_does_not_move_the_limit(obs
             since_change=10.0 + t % 100,
             delivered_tokens=tokens,
             lumped_tokens=tokens,
-            completed=round(tokens / 200),
+            finished=round(tokens / 200),
         )
 
     a = algo()
@@ -199,6 +199,7 @@ def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
             interval=1.0,
             since_change=10.0,
             signals=signals(at=99.8, running=9.0, waiting=0.0),
+            outside_engine=1.0,
         )
     )
     # At 14 the engine still counts 9: the 4 more wait outside it.
@@ -210,6 +211,7 @@ def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
             interval=1.0,
             since_change=10.0,
             signals=signals(at=109.8, running=9.0, waiting=0.0),
+            outside_engine=5.0,
         )
     )
     assert d.direction == Direction.HOLD and "outside the engine" in d.detail
