@@ -11,6 +11,10 @@ One step (vLLM v1 `Scheduler.schedule`, FCFS policy):
    and budget is left. A joining sequence first reuses cached full blocks of its prefix (at least
    its last token is recomputed), then needs blocks for its new tokens; the first one that does not
    fit stops admission.
+   Prefix-cache counters (vLLM's `vllm:prefix_cache_queries` / `_hits`, in tokens) count at that
+   admission, as vLLM 0.32 records them: queries the sequence's tokens, hits the cached tokens
+   reused; a preempted sequence coming back is not counted again (vLLM keeps those apart), nor is
+   anything when prefix caching is off.
 3. The step takes `step_time(new tokens, context tokens)`. Afterwards every sequence whose computed
    tokens reached its length samples one token; one that reached its output target finishes and
    frees its blocks at once.
@@ -232,8 +236,9 @@ class Engine:
                 seq.num_cached_blocks = len(hits)
                 seq.num_computed = start
                 seq.prefix_hit_tokens += start
-                self._pending.prefix_queries += seq.num_tokens
-                self._pending.prefix_hits += start
+                if self.pool.caching and not seq.preemptions:
+                    self._pending.prefix_queries += seq.num_tokens
+                    self._pending.prefix_hits += start
                 seq.state = SeqState.RUNNING
                 if seq.scheduled_at is None:
                     seq.scheduled_at = now

@@ -167,7 +167,7 @@ def _generate(
     kind: str,
     model: str,
     prompt_len: int,
-    rendered: bytes,
+    rendered: tokens.Rendered,
     max_tokens: int | None,
     body: dict[str, Any],
     profile: Profile,

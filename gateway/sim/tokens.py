@@ -6,9 +6,14 @@ production tokenizers make about four bytes per token of English (GPU profiles, 
 is its messages' contents plus `chat_tokens_per_message` per message and `chat_tokens_base` for
 the template (role markers, the assistant header), as a chat template adds.
 
-Prefix hashes: token i is taken to cover the bytes of the rendered prompt in proportion
-(i * bytes / tokens), and block j's hash chains the digest of every byte up to its end, so equal
-prefixes give equal hashes and the engine's prefix cache shares them as vLLM's would.
+Prefix hashes: a prompt is rendered as pieces of bytes, each making a known number of tokens (a chat
+message's role marker, its content, the template's closing marker), and token k of a piece is taken to
+cover the piece's bytes up to k * bytes_per_token (its last token: to the piece's end). So where a
+token ends depends only on what comes before it, never on the prompt's total length, and two
+prompts with the same leading bytes (a conversation's next turn, one document with another
+question) give the same tokens for it. Block j's hash chains the digest of every byte up to its
+end, as vLLM chains token ids, so equal prefixes give equal hashes and the engine's prefix cache
+shares them as vLLM's would.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import random
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gateway.sim.profiles import Profile
 
@@ -32,40 +38,68 @@ def count_bytes(n_bytes: int, profile: Profile) -> int:
     return max(1, math.ceil(n_bytes / profile.bytes_per_token))
 
 
-def chat_prompt(messages: Sequence[tuple[str, str]], profile: Profile) -> tuple[int, bytes]:
-    """Token count and rendered bytes of a chat prompt given (role, content) pairs."""
-    rendered = b"".join(role.encode() + b"\x00" + content.encode() + b"\x01" for role, content in messages)
-    content_bytes = sum(len(content.encode()) for _, content in messages)
-    tokens = (
-        math.ceil(content_bytes / profile.bytes_per_token)
-        + profile.chat_tokens_per_message * len(messages)
-        + profile.chat_tokens_base
-    )
-    return max(1, tokens), rendered
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A prompt as (bytes, tokens they make) pieces, in order, and the bytes per token inside a piece."""
+
+    pieces: tuple[tuple[bytes, int], ...]
+    bytes_per_token: float
 
 
-def text_prompt(text: str, profile: Profile) -> tuple[int, bytes]:
+def chat_prompt(messages: Sequence[tuple[str, str]], profile: Profile) -> tuple[int, Rendered]:
+    """Token count and rendering of a chat prompt given (role, content) pairs.
+
+    Content tokens are counted over the concatenated contents (ceil(bytes / bytes_per_token)); a
+    message gets the ones its content completes, so the count of a message depends only on the
+    messages before it.
+    """
+    bpt = profile.bytes_per_token
+    pieces: list[tuple[bytes, int]] = []
+    content_bytes = 0
+    content_tokens = 0
+    for role, content in messages:
+        data = content.encode()
+        content_bytes += len(data)
+        upto = math.ceil(content_bytes / bpt)
+        pieces.append((role.encode() + b"\x00", profile.chat_tokens_per_message))
+        pieces.append((data + b"\x01", upto - content_tokens))
+        content_tokens = upto
+    pieces.append((b"\x02", profile.chat_tokens_base))
+    tokens = content_tokens + profile.chat_tokens_per_message * len(messages) + profile.chat_tokens_base
+    return max(1, tokens), Rendered(tuple(pieces), bpt)
+
+
+def text_prompt(text: str, profile: Profile) -> tuple[int, Rendered]:
     data = text.encode()
-    return count_bytes(len(data), profile), data
+    n = count_bytes(len(data), profile)
+    return n, Rendered(((data, n),), profile.bytes_per_token)
 
 
-def ids_prompt(ids: Sequence[int]) -> tuple[int, bytes]:
-    return max(1, len(ids)), b"".join(struct.pack("<q", i) for i in ids)
+def ids_prompt(ids: Sequence[int]) -> tuple[int, Rendered]:
+    data = b"".join(struct.pack("<q", i) for i in ids)
+    return max(1, len(ids)), Rendered(((data, len(ids)),), 8.0)
 
 
-def block_hashes(rendered: bytes, num_tokens: int, block_size: int) -> list[int]:
+def block_hashes(rendered: Rendered, num_tokens: int, block_size: int) -> list[int]:
     """Chained prefix hashes of every full block of a prompt of `num_tokens` tokens."""
     full = num_tokens // block_size
     hasher = hashlib.blake2b(digest_size=8)
     out: list[int] = []
-    start = 0
-    n = len(rendered)
-    for j in range(full):
-        end = min(n, ((j + 1) * block_size * n + num_tokens - 1) // num_tokens)
-        hasher.update(rendered[start:end])
-        hasher.update(struct.pack("<q", j))
-        out.append(int.from_bytes(hasher.copy().digest(), "little", signed=True))
-        start = end
+    rate = rendered.bytes_per_token
+    done = 0  # tokens of the pieces before the current one
+    for data, count in rendered.pieces:
+        start = 0
+        while len(out) < full and (len(out) + 1) * block_size <= done + count:
+            k = (len(out) + 1) * block_size - done  # tokens of this piece up to the block's end
+            end = len(data) if k == count else min(len(data), int(k * rate))
+            hasher.update(data[start:end])
+            hasher.update(struct.pack("<q", len(out)))
+            out.append(int.from_bytes(hasher.copy().digest(), "little", signed=True))
+            start = end
+        if len(out) == full:
+            return out
+        hasher.update(data[start:])
+        done += count
     return out
 
 

@@ -190,6 +190,37 @@ def test_identical_prompts_share_prefix_blocks() -> None:
     assert c.prefix_hit_tokens == 48
 
 
+def test_prefix_cache_counters_count_tokens_at_admission_once() -> None:
+    """vLLM's semantics: queries are the admitted sequence's tokens, hits the cached tokens reused;
+    a preempted sequence admitted again is not counted twice."""
+    engine = make(num_gpu_blocks=64)
+    prompt = unique(64, 0)
+    engine.add(64, prompt, 0.0, max_tokens=10, ignore_eos=True)
+    now, report = step(engine, 0.0)
+    assert (report.prefix_queries, report.prefix_hits) == (64, 0)
+    engine.add(64, prompt, now, max_tokens=10, ignore_eos=True)
+    engine.add(40, unique(40, 1), now, max_tokens=10, ignore_eos=True)
+    _, report = step(engine, now)
+    assert (report.prefix_queries, report.prefix_hits) == (64 + 40, 48)
+
+    tight = make(num_gpu_blocks=4)
+    tight.add(24, unique(24, 2), 0.0, max_tokens=30, ignore_eos=True)
+    victim = tight.add(24, unique(24, 3), 0.0, max_tokens=30, ignore_eos=True)
+    queries = 0
+    now = 0.0
+    while tight.has_work:
+        now, report = step(tight, now)
+        queries += report.prefix_queries
+    assert victim.preemptions >= 1 and queries == 48
+
+
+def test_prefix_cache_counters_stay_zero_without_prefix_caching() -> None:
+    engine = make(enable_prefix_caching=False)
+    engine.add(64, unique(64, 0), 0.0, max_tokens=2, ignore_eos=True)
+    _, report = step(engine, 0.0)
+    assert (report.prefix_queries, report.prefix_hits) == (0, 0)
+
+
 def test_abort_frees_blocks_at_once() -> None:
     engine = make()
     seq = engine.add(100, unique(100, 0), 0.0, max_tokens=50, ignore_eos=True)

@@ -203,6 +203,23 @@ async def test_metrics_parse_with_vllm_names_labels_and_buckets(
     assert info.labels["engine"] == "0"
 
 
+async def test_prefix_cache_counters_count_queried_and_cached_tokens(client: httpx.AsyncClient) -> None:
+    document = "d" * 600  # tiny-cpu: one token per byte, blocks of 128
+    for question in ("who?", "why so?"):
+        body = {"model": "tiny-llama", "prompt": document + question, "max_tokens": 1}
+        assert (await client.post("/v1/completions", json=body)).status_code == 200
+    text = (await client.get("/metrics")).text
+    totals = {
+        s.name: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("vllm:prefix_cache_")
+    }
+    # The second prompt reuses the 4 full blocks inside the document: 512 tokens.
+    assert totals["vllm:prefix_cache_queries_total"] == 604 + 607
+    assert totals["vllm:prefix_cache_hits_total"] == 512
+
+
 async def test_client_disconnect_aborts_and_frees_blocks(tiny: SimServer) -> None:
     engine = tiny.engine
     body = {**CHAT, "max_tokens": 800, "ignore_eos": True, "stream": True}
