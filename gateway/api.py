@@ -30,6 +30,7 @@ from gateway.proxy import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from gateway.routing import RouteKey
 from gateway.telemetry import Telemetry
 from gateway.types import Clock
 
@@ -83,7 +84,7 @@ class OpenAIProxy:
         arrived = self._clock()
         forward: dict[str, str] = {}
         content_length = -1
-        auth = request_id = priority_header = timeout_header = None
+        auth = request_id = priority_header = timeout_header = session = None
         for raw_name, raw_value in scope["headers"]:
             if raw_name == b"content-length":
                 content_length = int(raw_value) if raw_value.isdigit() else -1
@@ -95,6 +96,8 @@ class OpenAIProxy:
                 priority_header = raw_value
             elif raw_name == b"x-queue-timeout":
                 timeout_header = raw_value
+            elif raw_name == b"x-session-id":
+                session = raw_value.decode("latin-1")
             if raw_name not in HOP_BY_HOP:
                 forward[raw_name.decode("latin-1")] = raw_value.decode("latin-1")
         request_id = request_id or os.urandom(12).hex()
@@ -109,7 +112,7 @@ class OpenAIProxy:
             )
         body = await read_body(receive, limit)
         tenant = self._tenant(auth)
-        model, streaming = parse_request(body)
+        model, streaming, route = parse_request(body, session)
         pool = self._dispatch.pool
         if not pool.known(model):
             if pool.undiscovered():
@@ -128,6 +131,7 @@ class OpenAIProxy:
             priority=self._parse_priority(priority_header, tenant),
             timeout=_parse_seconds(timeout_header),
             request_id=request_id,
+            route=route,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")
@@ -201,7 +205,7 @@ class OpenAIProxy:
                             "upstream_timeout" if status == 504 else "bad_gateway",
                             retry_after=1.0,
                         ) from None
-                    lease = self._dispatch.pool.try_acquire(model, exclude=tried)
+                    lease = self._dispatch.pool.try_acquire(model, ticket.route, exclude=tried)
                     if lease is None:
                         status = 503
                         raise GatewayError(
@@ -323,8 +327,12 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def parse_request(body: bytes) -> tuple[str, bool]:
-    """(model, streaming) from an OpenAI request body, or a 400 in OpenAI's shape."""
+def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
+    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
+
+    The routing key keeps references into the parsed body and hashes the prompt only if a routing
+    strategy asks; its session is the `x-session-id` header, else the body's `user`.
+    """
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -334,7 +342,7 @@ def parse_request(body: bytes) -> tuple[str, bool]:
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise GatewayError(400, "you must provide a model parameter", "missing_model", param="model")
-    return model, payload.get("stream") is True
+    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
 
 
 async def respond_error(send: Send, err: GatewayError) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from gateway import limits
+from gateway import limits, routing
 from gateway.api import OpenAIProxy, respond_error
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, GatewayConfig
@@ -49,7 +49,11 @@ class Gateway:
         self.metrics = Metrics(coordination=config.state.redis_url is not None)
         self.metrics.set_sla(config.sla)
         self.telemetry = Telemetry(self.metrics)
-        self.pool = Pool((self.make_backend(bc, config) for bc in config.backends), self.clock)
+        self.pool = Pool(
+            (self.make_backend(bc, config) for bc in config.backends),
+            self.clock,
+            routing.create(config.routing.strategy, config.routing.max_imbalance),
+        )
         self.dispatch = Dispatch(self.pool, config, self.clock)
         self.upstream = Upstream(config.timeouts, self.clock)
         self.started_at = self.clock()
@@ -290,6 +294,13 @@ class Gateway:
             m.sla_infeasible.labels(b.name).set(0 if floor is None else 1)
             for signal in SIGNALS:
                 m.latency_floor.labels(b.name, signal).set(0.0 if floor is None else floor.get(signal, 0.0))
+            m.mirror(m.backend_prefix_queries, b.name, b.prefix_queries)
+            m.mirror(m.backend_prefix_hits, b.name, b.prefix_hits)
+            report = self.pool.strategy.report(b.name, b.cache_epoch)
+            if report is not None:
+                m.prefix_index_chunks.labels(b.name).set(report.chunks)
+                m.mirror(m.prefix_index_queries, b.name, report.queried)
+                m.mirror(m.prefix_index_hits, b.name, report.hits)
             s = b.signals
             if s is not None:
                 if s.kv_usage is not None:
@@ -308,14 +319,32 @@ class Gateway:
         return {
             "uptime_seconds": round(now - self.started_at, 3),
             "algorithm": self.config.controller.algorithm,
+            "routing": self.config.routing.strategy,
             "sla": self.config.sla.targets(),
-            "backends": [b.state(now) for b in self.pool.backends],
+            "backends": [{**b.state(now), "prefix_cache": self._prefix_state(b)} for b in self.pool.backends],
             "models": {
                 model: {**q.state(), "capacity_exhausted": self.dispatch.capacity_exhausted(model)}
                 for model, q in self.dispatch.queues.items()
             },
             "coordination": self.coordinator.state() if self.coordinator is not None else None,
         }
+
+    def _prefix_state(self, backend: Backend) -> dict[str, object]:
+        """The backend's own prefix-cache hit rate (vLLM's counters), and the index's view of it."""
+        out: dict[str, object] = {
+            "backend_hit_rate": _ratio(backend.prefix_hits, backend.prefix_queries),
+            "backend_queried_tokens": backend.prefix_queries,
+        }
+        report = self.pool.strategy.report(backend.name, backend.cache_epoch)
+        if report is not None:
+            out["index_chunks"] = report.chunks
+            out["index_queried_chunks"] = report.queried
+            out["index_hit_rate"] = _ratio(report.hits, report.queried)
+        return out
+
+
+def _ratio(part: float, whole: float) -> float | None:
+    return round(part / whole, 4) if whole else None
 
 
 async def send_json(send: Send, status: int, payload: object) -> None:

@@ -2,16 +2,20 @@
 
 A backend leaves rotation when its health check fails or after `failure_threshold` consecutive failed
 requests (passive ejection); it returns after an exponential backoff once a health check passes.
-Choice is late: `try_acquire` runs when a request is about to be dispatched, and picks the backend
-with the largest share of its limit free, so a slow backend (lower limit) gets proportionally less.
+Choice is late: `pick` runs when a request is about to be dispatched (or, at late binding, when a
+slot frees for the waiters allowed to go next) and asks the routing strategy (gateway.routing) which
+backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to
+restart, which tells the prefix index that its cache is gone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter, Slot
+from gateway.routing import Load, RouteKey, Strategy
+from gateway.routing.strategies import LeastLoaded
 from gateway.types import BackendSignals, Clock, Sample
 
 
@@ -28,6 +32,11 @@ class Backend:
         self.ejections = 0
         self.consecutive_failures = 0
         self.last_error = ""
+        self.cache_epoch = 0
+        """Bumped whenever the backend may have lost its prefix cache (ejected, restarted)."""
+        self.prefix_queries = 0.0
+        self.prefix_hits = 0.0
+        """vLLM's prefix-cache counters (tokens) accumulated since the gateway started watching."""
         self._health = health
         self._clock = clock
 
@@ -62,7 +71,15 @@ class Backend:
         self.ejected_until = self._clock() + backoff
         self.healthy = False
         self.consecutive_failures = 0
+        self.cache_epoch += 1
         return True
+
+    def observe_prefix_cache(self, queries: float, hits: float, *, restarted: bool) -> None:
+        """Add the prefix-cache counters' growth since the previous scrape; a restart empties the cache."""
+        self.prefix_queries += queries
+        self.prefix_hits += hits
+        if restarted:
+            self.cache_epoch += 1
 
     def mark_healthy(self) -> bool:
         """A health check passed; returns True when the backend just came (back) into rotation."""
@@ -100,27 +117,54 @@ class Lease:
 
 
 class Pool:
-    def __init__(self, backends: Iterable[Backend], clock: Clock) -> None:
+    def __init__(self, backends: Iterable[Backend], clock: Clock, strategy: Strategy | None = None) -> None:
         self.backends = tuple(backends)
+        self.strategy: Strategy = strategy or LeastLoaded()
         self._clock = clock
 
-    def try_acquire(self, model: str, exclude: Iterable[Backend] = ()) -> Lease | None:
+    def try_acquire(
+        self, model: str, route: RouteKey | None = None, exclude: Collection[Backend] = ()
+    ) -> Lease | None:
+        """A slot on the best backend with room for this request (none of `exclude`), or None."""
+        got = self.pick(model, (route,), exclude)
+        return None if got is None else got[1]
+
+    def pick(
+        self, model: str, routes: Sequence[RouteKey | None], exclude: Collection[Backend] = ()
+    ) -> tuple[int, Lease] | None:
+        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease."""
         now = self._clock()
-        best: Backend | None = None
-        best_free = 0.0
+        serving: list[Backend] = []
+        loads: list[Load] = []
+        any_open = False
         for b in self.backends:
-            if model not in b.models or not b.in_rotation(now) or b in exclude:
+            if model not in b.models or not b.in_rotation(now):
                 continue
             lim = b.limiter
-            free = lim.limit - lim.inflight
-            if free <= 0:
-                continue
-            share = free / lim.limit
-            if share > best_free:
-                best, best_free = b, share
-        if best is None:
+            is_open = lim.inflight < lim.limit and b not in exclude
+            any_open = any_open or is_open
+            s = b.signals
+            loads.append(
+                Load(
+                    b.name,
+                    lim.inflight,
+                    lim.limit,
+                    is_open,
+                    None if s is None else s.kv_usage,
+                    None if s is None else s.kv_capacity_tokens,
+                    b.cache_epoch,
+                )
+            )
+            serving.append(b)
+        if not any_open:
             return None
-        return Lease(best, best.limiter.acquire())
+        choice = self.strategy.choose(model, routes, loads)
+        if choice is None:
+            return None
+        target = serving[choice.backend]
+        lease = Lease(target, target.limiter.acquire())
+        self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
+        return choice.request, lease
 
     def available(self, model: str) -> bool:
         now = self._clock()

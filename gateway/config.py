@@ -92,6 +92,18 @@ class StateConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RoutingConfig:
+    strategy: str = "prefix"
+    """prefix | least_loaded | round_robin (gateway.routing)."""
+    max_imbalance: float = 0.2
+    """No backend takes a request that would put it above (1 + this) x the mean load while
+    another has room (prefix strategy)."""
+    lookahead: int = 8
+    """When a slot frees, how many of the waiters allowed to go next compete for it (1: first
+    come, first served); each waiter is passed over at most this many times."""
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayConfig:
     backends: tuple[BackendConfig, ...]
     host: str = "127.0.0.1"
@@ -104,6 +116,7 @@ class GatewayConfig:
     timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
     tenants: tuple[TenantConfig, ...] = ()
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
     max_body_bytes: int = 16 * 1024 * 1024
     retries: int = 1
     shutdown_grace: float = 30.0
@@ -283,6 +296,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             "timeouts",
             "health",
             "tenants",
+            "routing",
             "max_body_bytes",
             "retries",
             "shutdown_grace",
@@ -370,6 +384,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
                     r.problems.append(f"tenants: an API key is given to both {seen[key]!r} and {tc.name!r}")
                 seen[key] = tc.name
 
+    routing = _parse_routing(r, r.section(data, "routing", ""))
     config = GatewayConfig(
         backends=tuple(backends),
         host=host,
@@ -382,6 +397,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         timeouts=timeouts,
         health=health,
         tenants=tuple(tenants),
+        routing=routing,
         max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1, integer=True),
         retries=r.number(data, "retries", 1, "", integer=True),
         shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
@@ -391,6 +407,21 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     if r.problems:
         raise ConfigError(r.problems)
     return config
+
+
+def _parse_routing(r: _Reader, raw: Mapping[str, Any]) -> RoutingConfig:
+    from gateway.routing import STRATEGIES
+
+    r.unknown(raw, {"strategy", "max_imbalance", "lookahead"}, "routing.")
+    strategy = raw.get("strategy", "prefix")
+    if strategy not in STRATEGIES:
+        r.problems.append(f"routing.strategy: must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        strategy = "prefix"
+    return RoutingConfig(
+        strategy=strategy,
+        max_imbalance=float(r.number(raw, "max_imbalance", 0.2, "routing.")),
+        lookahead=r.number(raw, "lookahead", 8, "routing.", minimum=1, integer=True),
+    )
 
 
 def _check_algorithm(r: _Reader, config: GatewayConfig) -> None:

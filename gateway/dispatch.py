@@ -30,6 +30,7 @@ class Dispatch:
                 max_depth=self._config.queue.max_depth,
                 timeout=self._config.queue.timeout,
                 tenant_weights=self._weights,
+                lookahead=self._config.routing.lookahead,
             )
             self.queues[model] = q
         return q

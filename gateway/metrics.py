@@ -193,6 +193,46 @@ class Metrics:
                 registry=r,
             )
 
+        self.prefix_index_chunks = Gauge(
+            "gateway_prefix_index_chunks",
+            "Prompt chunks the prefix index expects the backend to hold in its prefix cache.",
+            ["backend"],
+            registry=r,
+        )
+        self.prefix_index_queries = Counter(
+            "gateway_prefix_index_queries",
+            "Prompt chunks routed to the backend by the prefix strategy.",
+            ["backend"],
+            registry=r,
+        )
+        self.prefix_index_hits = Counter(
+            "gateway_prefix_index_hits",
+            "Prompt chunks routed to the backend that the prefix index expected cached there.",
+            ["backend"],
+            registry=r,
+        )
+        self.backend_prefix_queries = Counter(
+            "gateway_backend_prefix_cache_queries",
+            "Tokens the backend looked up in its prefix cache (vLLM's counter, since the gateway started).",
+            ["backend"],
+            registry=r,
+        )
+        self.backend_prefix_hits = Counter(
+            "gateway_backend_prefix_cache_hits",
+            "Tokens the backend found in its prefix cache (vLLM's counter, since the gateway started).",
+            ["backend"],
+            registry=r,
+        )
+        self._mirrored: dict[tuple[str, str], float] = {}
+
+    def mirror(self, counter: Counter, label: str, total: float) -> None:
+        """Bring `counter{label}` up to `total`, a count kept elsewhere (set when scraped)."""
+        key = (counter._name, label)
+        delta = total - self._mirrored.get(key, 0.0)
+        if delta > 0:
+            counter.labels(label).inc(delta)
+            self._mirrored[key] = total
+
     def set_sla(self, sla: SLA) -> None:
         self.sla_target.clear()
         for signal, target in sla.targets().items():

@@ -1,7 +1,8 @@
 """Active health checks and metric scrapes, one loop per backend.
 
 Every `health.interval`: GET /health (200 means the engine is alive), GET /metrics (parsed into
-BackendSignals for the limiter), and GET /v1/models when the backend has no models yet or just came
+BackendSignals for the limiter; the prefix-cache counters' growth, whose going back means the server
+restarted and lost its cache), and GET /v1/models when the backend has no models yet or just came
 back. A failed check counts like a failed request toward ejection; a passing one puts the backend back
 once its ejection backoff has run out.
 """
@@ -85,6 +86,8 @@ class BackendMonitor:
             text = await resp.text()
         scrape = parse_vllm_metrics(text)
         signals = to_signals(scrape, self._previous, self._clock())
+        queries, hits, restarted = prefix_cache_growth(scrape, self._previous)
+        b.observe_prefix_cache(queries, hits, restarted=restarted)
         self._previous = scrape
         b.signals = signals
         b.limiter.observe(signals)
@@ -118,6 +121,17 @@ def to_signals(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> B
         e2e_p90=p90("e2e"),
         finished=finished,
     )
+
+
+def prefix_cache_growth(scrape: VllmScrape, previous: VllmScrape | None) -> tuple[float, float, bool]:
+    """(queries, hits) the backend's prefix cache counted since the previous scrape, and whether the
+    counters went back (the server restarted, so its cache is empty and they count from zero)."""
+    queries, hits = scrape.prefix_queries, scrape.prefix_hits
+    if queries is None or hits is None or previous is None or previous.prefix_queries is None:
+        return 0.0, 0.0, False
+    if queries < previous.prefix_queries:
+        return queries, hits, True
+    return queries - previous.prefix_queries, hits - (previous.prefix_hits or 0.0), False
 
 
 async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:

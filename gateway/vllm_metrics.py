@@ -4,8 +4,10 @@ A full exposition parser costs milliseconds on vLLM's few hundred lines and runs
 that also forwards tokens, so this scans lines and parses only the names it wants.
 Names (vLLM 0.2x-0.33): `vllm:kv_cache_usage_perc` (servers before 0.12: `vllm:gpu_cache_usage_perc`),
 `vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:num_preemptions_total`,
-`vllm:cache_config_info{block_size,num_gpu_blocks}`, and the latency histograms. Series with several
-`engine` labels (data parallel) are summed, except KV usage, where the fullest engine counts.
+`vllm:cache_config_info{block_size,num_gpu_blocks}`, the prefix-cache counters
+`vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total` (tokens), and the latency
+histograms. Series with several `engine` labels (data parallel) are summed, except KV usage, where
+the fullest engine counts.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ _GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_preemptions_total": "preemptions",
     "vllm:num_preemptions": "preemptions",
+    "vllm:prefix_cache_queries_total": "prefix_queries",
+    "vllm:prefix_cache_hits_total": "prefix_hits",
 }
 
 
@@ -40,6 +44,9 @@ class VllmScrape:
     waiting: float | None = None
     running: float | None = None
     preemptions_total: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    """vLLM's prefix-cache counters: tokens looked up, and of those found cached."""
     block_size: int | None = None
     num_gpu_blocks: int | None = None
     histograms: dict[str, dict[float, float]] = field(default_factory=dict)
@@ -122,4 +129,6 @@ def parse_vllm_metrics(text: str) -> VllmScrape:
     out.waiting = sums.get("waiting")
     out.running = sums.get("running")
     out.preemptions_total = sums.get("preemptions")
+    out.prefix_queries = sums.get("prefix_queries")
+    out.prefix_hits = sums.get("prefix_hits")
     return out

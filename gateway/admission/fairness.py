@@ -22,6 +22,7 @@ This module is pure bookkeeping: no clock, no asyncio.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -129,13 +130,18 @@ class FairQueue(Generic[T]):
         cls = self._classes[max(self._classes)]
         return self._top(cls)[1].head()
 
-    def pop(self) -> Entry[T]:
+    def pop(self, entry: Entry[T] | None = None) -> Entry[T]:
+        """Serve the next entry, or `entry` in its place: one of `lane_ahead()`'s, whose tenant is
+        charged as for the next (fairness between tenants is unchanged; only its own FIFO order is)."""
         if not self.depth:
             raise IndexError("pop from an empty FairQueue")
         cls = self._classes[max(self._classes)]
         tenant, lane = self._top(cls)
+        if entry is None:
+            entry = lane.entries.popleft()
+        elif not entry.live or entry.tenant != tenant or self._classes.get(entry.priority) is not cls:
+            raise ValueError("only an entry of the lane whose turn it is can be served")
         heapq.heappop(cls.heads)
-        entry = lane.entries.popleft()
         cls.vtime = lane.start
         lane.finish = lane.start + 1.0 / self.weight(tenant)
         self._forget(cls, lane, entry)
@@ -143,6 +149,13 @@ class FairQueue(Generic[T]):
             lane.start = max(cls.vtime, lane.finish)
             heapq.heappush(cls.heads, (lane.start, lane.head().seq, tenant))
         return entry
+
+    def lane_ahead(self, k: int) -> list[Entry[T]]:
+        """The next entry and the k - 1 entries after it in its own lane: those that may go next."""
+        if not self.depth:
+            return []
+        lane = self._top(self._classes[max(self._classes)])[1]
+        return list(itertools.islice((e for e in lane.entries if e.live), k))
 
     def remove(self, entry: Entry[T]) -> None:
         """Take a waiting entry out without serving it (cancelled, expired, pushed out)."""

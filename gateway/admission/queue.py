@@ -3,7 +3,10 @@
 A request is dispatched at once when nothing waits and the pool has a slot. Otherwise it waits as an
 `asyncio.Future` in a `FairQueue` (priority, then weighted fairness between tenants, then FIFO) and
 is handed a lease by `wake()`, which the pool calls whenever capacity appears; nothing polls. The
-backend is chosen by the pool at that moment (late binding), not when the request arrived.
+backend is chosen by the pool at that moment (late binding), not when the request arrived, and so is
+the waiter: of the next waiter and up to `lookahead` - 1 behind it in the same tenant's lane, the
+pool serves the one that fits the free backend best (its prompt's prefix cached there), each waiter
+being passed over at most `lookahead` times. Priority and fairness between tenants are untouched.
 
 Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. A
 request whose expected wait exceeds its deadline is refused at once (429 `deadline`), and so is a
@@ -21,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.admission.drain import DrainRate
 from gateway.admission.fairness import Entry, FairQueue
 from gateway.admission.rejection import Rejected, RejectReason
+from gateway.routing import RouteKey
 from gateway.types import Clock, Sample
 
 
@@ -38,7 +42,8 @@ class Lease(Protocol):
 
 
 class Dispatcher(Protocol):
-    def try_acquire(self, model: str) -> Lease | None: ...  # best backend with room, slot taken
+    def pick(self, model: str, routes: Sequence[RouteKey | None]) -> tuple[int, Lease] | None:
+        """Which of these requests takes a free slot (its index), and its lease; None if no room."""
 
     def available(self, model: str) -> bool: ...  # some healthy backend serves the model
 
@@ -51,6 +56,8 @@ class Ticket:
     timeout: float | None = None
     """Longest wait this request accepts, capped by the queue's own timeout."""
     request_id: str | None = None
+    route: RouteKey | None = None
+    """What the dispatcher routes the request by (its prompt's prefix, its session)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -61,6 +68,8 @@ class _Waiter:
     deadline: float
     entry: Entry[_Waiter] | None = None
     """Set while queued; None once dispatched or removed."""
+    passed: int = 0
+    """Times a waiter behind it in its lane was given a slot first."""
 
 
 @dataclass(slots=True)
@@ -87,6 +96,7 @@ class AdmissionQueue:
         drain_tau: float = 10.0,
         min_backlog: float = 1.0,
         default_retry_after: float = 1.0,
+        lookahead: int = 1,
     ):
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
@@ -98,6 +108,7 @@ class AdmissionQueue:
         self.max_depth = max_depth
         self.timeout = timeout
         self.default_retry_after = default_retry_after
+        self.lookahead = max(1, lookahead)
         self.counters = QueueCounters()
         self._dispatcher = dispatcher
         self._clock = clock
@@ -152,10 +163,10 @@ class AdmissionQueue:
     async def admit(self, ticket: Ticket) -> Lease:
         """A lease on a backend slot; raises `Rejected` when the request is shed."""
         if not self._fair.depth:
-            lease = self._dispatcher.try_acquire(self.model)
-            if lease is not None:
+            got = self._dispatcher.pick(self.model, (ticket.route,))
+            if got is not None:
                 self.counters.admitted_fast += 1
-                return lease
+                return got[1]
         waiter = self._enqueue(ticket)
         try:
             return await waiter.future
@@ -293,16 +304,19 @@ class AdmissionQueue:
             while self._again:
                 self._again = False
                 while (entry := self._fair.peek()) is not None:
-                    waiter = entry.item
-                    if waiter.future.done():  # cancelled; its task has not resumed yet
-                        self._remove(waiter)
+                    if entry.item.future.done():  # cancelled; its task has not resumed yet
+                        self._remove(entry.item)
                         continue
-                    lease = self._dispatcher.try_acquire(self.model)
-                    if lease is None:
+                    ahead = self._may_go_next(entry)
+                    got = self._dispatcher.pick(self.model, [e.item.ticket.route for e in ahead])
+                    if got is None:
                         break
-                    self._fair.pop()
-                    waiter.entry = None
-                    waiter.future.set_result(lease)
+                    chosen, lease = ahead[got[0]], got[1]
+                    for passed in ahead[: got[0]]:
+                        passed.item.passed += 1
+                    self._fair.pop(chosen)
+                    chosen.item.entry = None
+                    chosen.item.future.set_result(lease)
                     n += 1
         finally:
             self._dispatching = False
@@ -310,6 +324,15 @@ class AdmissionQueue:
             self.counters.admitted_queued += n
             self._drain.record(now, n)
         return n
+
+    def _may_go_next(self, head: Entry[_Waiter]) -> list[Entry[_Waiter]]:
+        """The waiters that compete for a free slot: the next one and up to `lookahead` - 1 after it
+        in its tenant's lane (priority and fairness between tenants pick the lane), unless the next
+        one was passed over `lookahead` times already; the dispatcher gives the slot to the one that
+        fits the free backend best."""
+        if self.lookahead == 1 or head.item.passed >= self.lookahead:
+            return [head]
+        return [e for e in self._fair.lane_ahead(self.lookahead) if not e.item.future.done()]
 
     def _abandon(self, waiter: _Waiter) -> None:
         """The awaiting task was cancelled (client gone): leave the queue, return any lease."""

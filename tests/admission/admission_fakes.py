@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gateway.admission import AdmissionQueue
@@ -47,6 +48,10 @@ class FakePool:
         lease = FakeLease(f"b{len(self.leases) % 3}", self)
         self.leases.append(lease)
         return lease
+
+    def pick(self, model: str, routes: Sequence[object]) -> tuple[int, FakeLease] | None:
+        lease = self.try_acquire(model)
+        return None if lease is None else (0, lease)
 
     def available(self, model: str) -> bool:
         return self.healthy

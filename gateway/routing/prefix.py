@@ -1,0 +1,95 @@
+"""The `prefix` strategy: send a request where its prompt's prefix is cached, within a load bound.
+
+Per model it keeps a `PrefixIndex` (what each backend is expected to cache) and the backend each
+session was last sent to (a bounded LRU of MAX_SESSIONS, so abandoned sessions age out). A choice
+scores every backend that may take the request under the imbalance bound (gateway.routing.scorer);
+once the request is sent, its chunks are recorded on that backend and its session moves there.
+
+Per backend it counts the prompt chunks routed there and how many of them the index expected
+cached (its predicted hit rate), for /admin/state and the metrics.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.routing.index import ChunkLRU, PrefixIndex
+from gateway.routing.key import RouteKey
+from gateway.routing.scorer import Choice, IndexReport, Load, allowed, best
+
+MAX_SESSIONS = 65_536
+
+
+@dataclass(slots=True)
+class IndexStats:
+    """Since start, per backend: prompt chunks routed there, and those expected cached there."""
+
+    queried: int = 0
+    hits: int = 0
+
+
+class PrefixAffinity:
+    name = "prefix"
+
+    def __init__(self, imbalance: float = 0.2) -> None:
+        if not imbalance >= 0:
+            raise ValueError(f"imbalance must be >= 0, got {imbalance!r}")
+        self.imbalance = imbalance
+        self._indexes: dict[str, PrefixIndex] = {}
+        self._sessions: dict[str, OrderedDict[str, str]] = {}
+        self.stats: dict[str, IndexStats] = {}
+
+    def choose(self, model: str, routes: Sequence[RouteKey | None], loads: Sequence[Load]) -> Choice | None:
+        candidates = allowed(loads, self.imbalance)
+        if not candidates:
+            return None
+        index = self._index(model)
+        lrus: dict[int, ChunkLRU] = {
+            b: index.lru(loads[b].name, loads[b].epoch, loads[b].kv_tokens) for b in candidates
+        }
+        chunks = [() if route is None else route.chunks for route in routes]
+        sessions = self._sessions.get(model)
+
+        def matched(r: int, b: int) -> int:
+            return lrus[b].match(chunks[r])
+
+        def session_on(r: int, b: int) -> bool:
+            route = routes[r]
+            if sessions is None or route is None or route.session is None:
+                return False
+            return sessions.get(route.session) == loads[b].name
+
+        return best([len(c) for c in chunks], loads, candidates, matched, session_on)
+
+    def routed(self, model: str, route: RouteKey | None, load: Load, choice: Choice) -> None:
+        if route is None:
+            return
+        chunks = route.chunks
+        if chunks:
+            self._index(model).lru(load.name, load.epoch, load.kv_tokens).add(chunks)
+            stats = self.stats.get(load.name)
+            if stats is None:
+                stats = self.stats[load.name] = IndexStats()
+            stats.queried += len(chunks)
+            stats.hits += choice.matched
+        if route.session is not None:
+            sessions = self._sessions.get(model)
+            if sessions is None:
+                sessions = self._sessions[model] = OrderedDict()
+            sessions[route.session] = load.name
+            sessions.move_to_end(route.session)
+            if len(sessions) > MAX_SESSIONS:
+                sessions.popitem(last=False)
+
+    def report(self, backend: str, epoch: int) -> IndexReport:
+        stats = self.stats.get(backend, IndexStats())
+        size = sum(index.size(backend, epoch) for index in self._indexes.values())
+        return IndexReport(chunks=size, queried=stats.queried, hits=stats.hits)
+
+    def _index(self, model: str) -> PrefixIndex:
+        index = self._indexes.get(model)
+        if index is None:
+            index = self._indexes[model] = PrefixIndex()
+        return index

@@ -1,0 +1,135 @@
+"""Scoring backends for a request: expected cached prefix against load, under a bound on imbalance.
+
+A backend's load is its share of its limit in use, u_b = inflight_b / limit_b, and the mean load is
+that of the pool, U = sum(inflight) / sum(limit). The bound (consistent hashing with bounded loads,
+Mirrokni, Thorup and Zadimoghaddam, SODA 2018, weighted by limit) lets backend b take one more
+request only if
+
+    inflight_b + 1 <= ceil((1 + e) * (sum(inflight) + 1) * limit_b / sum(limit))
+
+so after the request no backend is above (1 + e) times the mean, rounded up to a whole request (the
+ceiling keeps an idle pool usable: with nothing in flight every backend may take one). If no backend
+that has room is within the bound, every backend with room may take it: the bound keeps one hot
+prefix from piling requests on one backend while others have room, never keeps a slot idle.
+
+Among the backends allowed, request r of n_r chunks scores on backend b
+
+    s(r, b) = m(r, b) + max(n_r, 1) * (FREE_WEIGHT * free_b - KV_WEIGHT * kv_b)
+              + SESSION_WEIGHT * max(n_r, 1)  if b holds r's session
+
+m(r, b) the chunks of r expected cached on b, free_b = 1 - u_b the free share of b's limit, kv_b
+vLLM's KV-cache usage (0..1, from the latest scrape). In units of chunks: a fully cached prompt is
+worth twice an idle backend over a full one, so the cached prefix decides whenever there is one and
+load decides when there is none (a prompt with nothing cached anywhere goes where the most room is).
+KV usage breaks ties between equally free backends toward the one less likely to preempt. A held
+session outweighs any cached prefix and load (SESSION_WEIGHT > 1 + FREE_WEIGHT + KV_WEIGHT), so a
+conversation stays on its backend while that backend is allowed.
+
+Several requests (late binding: the waiters allowed to go next) compete for the free slots: each is
+given its best backend as above, and the one that gains most there goes, its gain being its cached
+chunks plus the session bonus: the prefill saved, not the share of it (saving 90 of 100 chunks
+beats saving 10 of 10), and not the load, which is the same whoever takes the slot. Ties go to the
+earlier request (so with nothing cached anywhere the order stays first come, first served), then to
+the earlier backend.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+FREE_WEIGHT = 0.5
+KV_WEIGHT = 0.25
+SESSION_WEIGHT = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """One backend serving the model, as the pool sees it now."""
+
+    name: str
+    inflight: int
+    limit: int
+    open: bool
+    """May take this request now: in rotation, below its limit, not excluded."""
+    kv_usage: float | None = None
+    kv_tokens: int | None = None
+    """KV-cache capacity in tokens (vLLM's cache_config_info), None until scraped."""
+    epoch: int = 0
+    """Bumped whenever the backend may have lost its prefix cache (restart, ejection)."""
+
+    @property
+    def free(self) -> float:
+        return (self.limit - self.inflight) / self.limit if self.limit > 0 else 0.0
+
+
+class Choice(NamedTuple):
+    request: int
+    """Index of the request chosen among those offered."""
+    backend: int
+    """Index of the backend chosen among the loads."""
+    matched: int = 0
+    """Chunks of the request expected cached on that backend."""
+
+
+class IndexReport(NamedTuple):
+    """A prefix index's view of one backend, for /admin/state and the metrics."""
+
+    chunks: int
+    """Chunks the index holds for the backend now."""
+    queried: int
+    """Prompt chunks routed to the backend since start."""
+    hits: int
+    """Of those, the chunks the index expected the backend to have cached."""
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hits / self.queried if self.queried else None
+
+
+def allowed(loads: Sequence[Load], imbalance: float) -> list[int]:
+    """Indexes of the open backends that may take one more request under the bound."""
+    total = sum(load.inflight for load in loads) + 1
+    capacity = sum(load.limit for load in loads)
+    open_ = [i for i, load in enumerate(loads) if load.open]
+    if capacity <= 0:
+        return open_
+    scale = (1.0 + imbalance) * total / capacity
+    # The small slack keeps float error (1.2 * 10 * 0.5 = 6.000000000000001) from adding a request.
+    within = [i for i in open_ if loads[i].inflight + 1 <= math.ceil(scale * loads[i].limit - 1e-9)]
+    return within or open_
+
+
+def load_term(load: Load) -> float:
+    kv = load.kv_usage if load.kv_usage is not None else 0.0
+    return FREE_WEIGHT * load.free - KV_WEIGHT * kv
+
+
+def best(
+    chunk_counts: Sequence[int],
+    loads: Sequence[Load],
+    candidates: Sequence[int],
+    matched: Callable[[int, int], int],
+    session_on: Callable[[int, int], bool],
+) -> Choice | None:
+    """Each request's best backend by score, and the request that gains most there.
+
+    `matched(r, b)` and `session_on(r, b)` say what request r finds on backend b.
+    """
+    top: Choice | None = None
+    top_gain = -1.0
+    for r, n in enumerate(chunk_counts):
+        weight = max(n, 1)
+        mine: Choice | None = None
+        score = gain = -math.inf
+        for b in candidates:
+            m = matched(r, b) if n else 0
+            bonus = SESSION_WEIGHT * weight if session_on(r, b) else 0.0
+            s = m + bonus + weight * load_term(loads[b])
+            if s > score:
+                mine, score, gain = Choice(r, b, m), s, m + bonus
+        if mine is not None and gain > top_gain:
+            top, top_gain = mine, gain
+    return top
