@@ -1,9 +1,10 @@
 """The pool's choice, rotation and passive ejection, with a hand-driven clock and real limiters."""
 
-from gateway import limits
+from gateway import limits, routing
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter
+from gateway.routing import RouteKey
 from gateway.types import SLA
 from tests.clock import FakeClock
 
@@ -79,3 +80,39 @@ def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
     clock.now += 1.0
     assert a.in_rotation(clock.now)
     assert a.last_error == "stream cut"
+
+
+def test_ejection_and_a_restart_move_the_cache_epoch() -> None:
+    clock = Clock()
+    a = make(clock, "a", 4)
+    a.observe_prefix_cache(100.0, 60.0, restarted=False)
+    assert (a.prefix_queries, a.prefix_hits, a.cache_epoch) == (100.0, 60.0, 0)
+    a.observe_prefix_cache(10.0, 0.0, restarted=True)
+    assert (a.prefix_queries, a.cache_epoch) == (110.0, 1)
+    a.record_failure("refused")
+    assert a.cache_epoch == 1
+    a.record_failure("refused")  # ejected
+    assert a.cache_epoch == 2
+
+
+def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
+    clock = Clock()
+    a, b = make(clock, "a", 4), make(clock, "b", 4)
+    pool = Pool([a, b], clock, routing.create("prefix"))
+    doc = RouteKey(prompt="d" * 2000 + "first question")
+    first = pool.try_acquire("m", doc)
+    assert first is not None
+    first.release(None)
+    for question in ("second", "third"):
+        lease = pool.try_acquire("m", RouteKey(prompt="d" * 2000 + question))
+        assert lease is not None and lease.backend == first.backend
+        lease.release(None)
+    # A failed backend is excluded on retry even though it holds the prefix.
+    other = pool.try_acquire("m", doc, exclude=[first.target])
+    assert other is not None and other.backend != first.backend
+    # Late binding: of several requests, the one whose prefix the free backend holds.
+    held = [pool.try_acquire("m") for _ in range(4)]
+    free = next(x for x in held if x is not None and x.target is first.target)
+    free.release(None)
+    got = pool.pick("m", [RouteKey(prompt="e" * 3000), None, RouteKey(prompt="d" * 2000 + "fourth")])
+    assert got is not None and got[0] == 2 and got[1].backend == first.backend

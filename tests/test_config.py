@@ -119,3 +119,24 @@ def test_state_problems_are_named() -> None:
     assert "state.timeout: must be below lease_seconds / 3 (0.333333), got 0.5" in problems
     assert any(p.startswith("state.namespace: must be a non-empty name without braces") for p in problems)
     assert any(p.startswith("state.pool: unknown key") for p in problems)
+
+
+def test_routing_defaults_and_problems() -> None:
+    routing = parse_config({"backends": ["http://a:1"]}).routing
+    assert (routing.strategy, routing.max_imbalance, routing.lookahead) == ("prefix", 0.2, 8)
+    chosen = parse_config({"backends": ["http://a:1"], "routing": {"strategy": "round_robin"}}).routing
+    assert chosen.strategy == "round_robin"
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "backends": ["http://a:1"],
+                "routing": {"strategy": "random", "max_imbalance": -1, "lookahead": 0, "chunk": 3},
+            }
+        )
+    problems = info.value.problems
+    assert any(
+        p.startswith("routing.strategy: must be one of prefix, least_loaded, round_robin") for p in problems
+    )
+    assert any(p.startswith("routing.max_imbalance: must be >= 0") for p in problems)
+    assert any(p.startswith("routing.lookahead: must be >= 1") for p in problems)
+    assert any(p.startswith("routing.chunk: unknown key") for p in problems)

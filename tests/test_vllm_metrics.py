@@ -1,6 +1,6 @@
 import math
 
-from gateway.monitor import to_signals
+from gateway.monitor import prefix_cache_growth, to_signals
 from gateway.vllm_metrics import parse_vllm_metrics
 
 EXPOSITION = """\
@@ -47,3 +47,21 @@ def test_window_p90_comes_from_bucket_deltas_between_scrapes() -> None:
     assert signals.ttft_p90 is not None and abs(signals.ttft_p90 - 0.91) < 1e-9
     assert signals.kv_capacity_tokens == 8192 and signals.at == 5.0
     assert to_signals(after, None, now=5.0).ttft_p90 is None
+
+
+def test_prefix_cache_counters_and_their_growth_between_scrapes() -> None:
+    def scrape(queries: float, hits: float) -> str:
+        return (
+            f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}\n'
+            f'vllm:prefix_cache_queries_created{{engine="0",model_name="m"}} 1.7e9\n'
+            f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}\n'
+        )
+
+    first = parse_vllm_metrics(scrape(1000, 400))
+    assert (first.prefix_queries, first.prefix_hits) == (1000.0, 400.0)
+    assert prefix_cache_growth(first, None) == (0.0, 0.0, False)  # nothing before the gateway watched
+    later = parse_vllm_metrics(scrape(1600, 850))
+    assert prefix_cache_growth(later, first) == (600.0, 450.0, False)
+    restarted = parse_vllm_metrics(scrape(120, 20))
+    assert prefix_cache_growth(restarted, later) == (120.0, 20.0, True)
+    assert prefix_cache_growth(parse_vllm_metrics(""), later) == (0.0, 0.0, False)

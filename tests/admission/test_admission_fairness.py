@@ -117,3 +117,32 @@ def test_ahead_of_new_counts_what_fair_order_serves_first() -> None:
 def test_weights_are_validated() -> None:
     with pytest.raises(ValueError, match="weight"):
         FairQueue({"a": 0.0})
+
+
+def test_lane_ahead_is_the_next_entry_and_those_behind_it_in_its_lane() -> None:
+    q: FairQueue[str] = FairQueue()
+    for i in range(4):
+        q.push(f"a{i}", "a")
+        q.push(f"b{i}", "b")
+    q.push("urgent", "b", priority=1)
+    assert [e.item for e in q.lane_ahead(3)] == ["urgent"]
+    q.pop()
+    assert [e.item for e in q.lane_ahead(3)] == ["a0", "a1", "a2"]
+    q.remove(q.lane_ahead(2)[1])
+    assert [e.item for e in q.lane_ahead(3)] == ["a0", "a2", "a3"]
+
+
+def test_serving_an_entry_behind_the_next_charges_its_tenant_as_for_the_next() -> None:
+    q: FairQueue[str] = FairQueue()
+    for i in range(3):
+        q.push(f"a{i}", "a")
+        q.push(f"b{i}", "b")
+    skip = q.lane_ahead(3)[2]
+    assert q.pop(skip).item == "a2"
+    # b's turn now, exactly as if a0 had been served; a's own order is otherwise kept.
+    assert drain(q) == ["b0", "a0", "b1", "a1", "b2"]
+    q.push("x", "a")
+    y = q.push("y", "b")
+    assert [e.item for e in q.lane_ahead(2)] == ["x"]
+    with pytest.raises(ValueError, match="whose turn"):
+        q.pop(y)  # another tenant's: serving it would take a's turn

@@ -7,13 +7,14 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import pytest
 from admission_fakes import FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from gateway.routing import RouteKey
 from tests.clock import FakeClock
 
 
@@ -422,3 +423,72 @@ async def test_a_burst_into_a_cold_queue_is_trimmed_once_the_drain_rate_is_known
     for t in tasks:
         t.cancel()
     await settle()
+
+
+class WarmPool(FakePool):
+    """A backend that holds the prefix of requests whose session is 'warm' prefers them."""
+
+    def pick(self, model: str, routes: Sequence[object]) -> tuple[int, FakeLease] | None:
+        lease = self.try_acquire(model)
+        if lease is None:
+            return None
+        sessions = [getattr(r, "session", None) for r in routes]
+        return (sessions.index("warm") if "warm" in sessions else 0), lease
+
+
+def make_warm(lookahead: int) -> tuple[AdmissionQueue, WarmPool]:
+    pool = WarmPool()
+    q = AdmissionQueue("m", pool, clock=FakeClock(), max_depth=100, timeout=30.0, lookahead=lookahead)
+    pool.queue = q
+    return q, pool
+
+
+def routed(tenant: str, name: str, session: str) -> Ticket:
+    return Ticket(tenant, request_id=name, route=RouteKey(prompt="p", session=session))
+
+
+async def test_a_free_slot_goes_to_the_waiter_that_fits_it_among_the_next_lookahead() -> None:
+    q, pool = make_warm(lookahead=3)
+    log: list[str] = []
+    tasks = [
+        spawn(q, routed("a", name, "warm" if name.startswith("w") else "cold"), log)
+        for name in ("c0", "c1", "w0", "c2", "w1")
+    ]
+    await settle()
+    await serve_one_at_a_time(pool, 5)
+    # Windows: [c0 c1 w0] -> w0; [c0 c1 c2] has no warm one -> c0; [c1 c2 w1] -> w1; then c1, c2.
+    assert log == ["w0", "c0", "w1", "c1", "c2"]
+    for t in tasks:
+        (await t).release(None)
+
+
+async def test_a_waiter_is_passed_over_at_most_lookahead_times() -> None:
+    q, pool = make_warm(lookahead=2)
+    log: list[str] = []
+    tasks = [spawn(q, routed("a", "cold", "cold"), log)]
+    tasks += [spawn(q, routed("a", f"w{i}", "warm"), log) for i in range(4)]
+    await settle()
+    await serve_one_at_a_time(pool, 5)
+    assert log == ["w0", "w1", "cold", "w2", "w3"]
+    for t in tasks:
+        (await t).release(None)
+
+
+async def test_lookahead_one_is_first_come_first_served_and_tenants_keep_their_turns() -> None:
+    q, pool = make_warm(lookahead=1)
+    log: list[str] = []
+    tasks = [spawn(q, routed("a", f"{s}{i}", s), log) for i in range(2) for s in ("cold", "warm")]
+    await settle()
+    await serve_one_at_a_time(pool, 4)
+    assert log == ["cold0", "warm0", "cold1", "warm1"]
+
+    q, pool = make_warm(lookahead=4)
+    log = []
+    tasks += [spawn(q, routed("a", f"a{i}", "cold"), log) for i in range(3)]
+    tasks += [spawn(q, routed("b", f"b{i}", "warm"), log) for i in range(3)]
+    await settle()
+    await serve_one_at_a_time(pool, 6)
+    # Tenant b's warm waiters do not take tenant a's turns.
+    assert log == ["a0", "b0", "a1", "b1", "a2", "b2"]
+    for t in tasks:
+        (await t).release(None)
