@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots bench-abuse
+	bench-coordination bench-slots bench-abuse bench-routing
 
 setup: $(STAMP)
 
@@ -163,3 +163,9 @@ ABUSE_ARGS ?=
 bench-abuse: setup
 	@command -v prlimit >/dev/null || { apt-get update -q && apt-get install -y -q util-linux; }
 	$(BIN)/python -m loadtests.bench_abuse $(DOCS_ARG) $(ABUSE_ARGS)
+
+# prefix vs least_loaded vs round_robin side by side on simulated backends (~5 min; docs/benchmarks.md).
+# make bench-routing ROUTING_ARGS='--repeat 3'
+ROUTING_ARGS ?=
+bench-routing: setup
+	$(BIN)/python -m loadtests.bench_routing --out $(RESULTS)/routing $(ROUTING_ARGS)

@@ -3,14 +3,16 @@
 A backend's load is its share of its limit in use, u_b = inflight_b / limit_b, and the mean load is
 that of the pool, U = sum(inflight) / sum(limit). The bound (consistent hashing with bounded loads,
 Mirrokni, Thorup and Zadimoghaddam, SODA 2018, weighted by limit) lets backend b take one more
-request only if
+request only if afterwards
 
-    inflight_b + 1 <= ceil((1 + e) * (sum(inflight) + 1) * limit_b / sum(limit))
+    (inflight_b + 1) / limit_b <= (1 + e) * (sum(inflight) + 1) / sum(limit)
 
-so after the request no backend is above (1 + e) times the mean, rounded up to a whole request (the
-ceiling keeps an idle pool usable: with nothing in flight every backend may take one). If no backend
-that has room is within the bound, every backend with room may take it: the bound keeps one hot
-prefix from piling requests on one backend while others have room, never keeps a slot idle.
+so no backend is above (1 + e) times the mean. When no backend with room meets it (a light load,
+where one request is more than e of the mean, or the backends within it are full or excluded), the
+backends with room that would be least loaded afterwards may take it: then the request goes where
+load alone would send it, so the busiest backend is never above max((1 + e) x the mean, the least
+loaded + one request). The bound keeps one hot prefix from piling requests on one backend while
+others have room; it never keeps a slot idle that a request could use.
 
 Among the backends allowed, request r of n_r chunks scores on backend b
 
@@ -91,15 +93,18 @@ class IndexReport(NamedTuple):
 
 def allowed(loads: Sequence[Load], imbalance: float) -> list[int]:
     """Indexes of the open backends that may take one more request under the bound."""
-    total = sum(load.inflight for load in loads) + 1
-    capacity = sum(load.limit for load in loads)
-    open_ = [i for i, load in enumerate(loads) if load.open]
-    if capacity <= 0:
-        return open_
-    scale = (1.0 + imbalance) * total / capacity
-    # The small slack keeps float error (1.2 * 10 * 0.5 = 6.000000000000001) from adding a request.
-    within = [i for i in open_ if loads[i].inflight + 1 <= math.ceil(scale * loads[i].limit - 1e-9)]
-    return within or open_
+    open_ = [i for i, load in enumerate(loads) if load.open and load.limit > 0]
+    if not open_:
+        return []
+    after = [(loads[i].inflight + 1) / loads[i].limit for i in open_]
+    mean = (sum(load.inflight for load in loads) + 1) / sum(load.limit for load in loads)
+    # The small slack keeps float error (1.2 * 10 / 20 = 0.6000000000000001) from refusing a request.
+    bound = (1.0 + imbalance) * mean * (1 + 1e-9)
+    within = [i for i, u in zip(open_, after, strict=True) if u <= bound]
+    if within:
+        return within
+    lowest = min(after)
+    return [i for i, u in zip(open_, after, strict=True) if u == lowest]
 
 
 def load_term(load: Load) -> float:

@@ -17,25 +17,29 @@ def test_idle_pool_lets_every_backend_take_one() -> None:
 
 
 def test_no_backend_goes_above_one_plus_e_times_the_mean() -> None:
-    # 4 x limit 10, 40 in flight after this request: mean 10 per backend, bound ceil(1.25 x 10) = 13.
-    loads = [load("a", 12), load("b", 13, 20), load("c", 7), load("d", 7)]
-    # Weighted by limit: a (limit 10) may hold ceil(1.25 * 40 * 10/50) = 10, b (limit 20) 20.
+    # 4 x limit 20, 40 in flight after this request: mean 10, bound 1.25 x 10 = 12.5 requests.
+    loads = [load("a", 12, 20), load("b", 11, 20), load("c", 9, 20), load("d", 7, 20)]
     assert allowed(loads, 0.25) == [1, 2, 3]
-    bounded = [load("a", 12, 20), load("b", 13, 20), load("c", 7, 20), load("d", 7, 20)]
-    assert allowed(bounded, 0.25) == [0, 2, 3]  # b would hold 14 > ceil(1.25 * 40 / 4) = 13
+    assert allowed(loads, 0.35) == [0, 1, 2, 3]
 
 
-def test_float_error_does_not_admit_one_more() -> None:
-    # a's bound is 1.2 * 14 / 24 * 10 = 7 exactly, which floats compute as 7.000000000000001.
-    loads = [load("a", 7, 10), load("b", 6, 14)]
-    assert 1.2 * 14 / 24 * 10 > 7
-    assert allowed(loads, 0.2) == [1]
+def test_the_bound_is_on_the_share_of_each_limit() -> None:
+    # Mean share 21/40 = 0.525 after this request, bound 0.63: a at 7/10 no, b at 15/30 yes.
+    assert allowed([load("a", 6, 10), load("b", 14, 30)], 0.2) == [1]
 
 
-def test_when_none_within_the_bound_has_room_any_with_room_may_take_it() -> None:
-    # b is excluded (it failed this request), so a is the only one with room although above the bound.
-    loads = [load("a", 9), load("b", 0, open=False)]
-    assert allowed(loads, 0.2) == [0]
+def test_float_error_does_not_refuse_a_backend_exactly_at_the_bound() -> None:
+    # c would be at 8/10 = 0.8 = 1.2 x 10/15, which floats compute as 0.7999999999999999.
+    loads = [load("a", 0, 1), load("b", 2, 4), load("c", 7, 10)]
+    assert 1.2 * (10 / 15) < 0.8
+    assert allowed(loads, 0.2) == [1, 2]
+
+
+def test_light_load_goes_to_the_least_loaded() -> None:
+    # One more request is more than 20% of the mean: none is within the bound, the emptiest take it.
+    assert allowed([load("a", 1), load("b", 0), load("c", 0), load("d", 1)], 0.2) == [1, 2]
+    # Excluded or full backends with room elsewhere: the bound never leaves a slot idle.
+    assert allowed([load("a", 9), load("b", 0, open=False)], 0.2) == [0]
     assert allowed([load("a", 10), load("b", 10)], 0.2) == []
 
 

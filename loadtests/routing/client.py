@@ -1,0 +1,91 @@
+"""A cheap streaming HTTP/1.1 client: one keep-alive connection per user, raw asyncio streams.
+
+The benchmark's client must not be what limits it: 200 users reading thousands of SSE chunks a
+second through an HTTP library that parses every chunk would need more CPU than the gateway. So a
+request is written by hand, the response read in blocks as they arrive, and nothing is parsed but
+the status line, the headers, and a search of each block for the marker of a chunk carrying text
+(whose first sighting is the time to first token) and for the end of the chunked body. JSON chunk
+bodies (`{"...": ...}`) cannot contain the chunked terminator, a bare CRLF "0" CRLF CRLF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+_END = b"\r\n0\r\n\r\n"
+
+
+@dataclass(slots=True)
+class Answer:
+    sent: float
+    ended: float
+    status: int
+    first: float | None = None
+    """When the first chunk carrying output text arrived (streamed 200 answers)."""
+    backend: str = ""
+
+
+class Connection:
+    """One user's keep-alive connection to the gateway."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._host = host
+        self._port = port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, marker: bytes) -> Answer:
+        if self._writer is None or self._writer.is_closing():
+            self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        reader, writer = self._reader, self._writer
+        assert reader is not None
+        sent = time.perf_counter()
+        writer.write(
+            b"POST %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+            % (path.encode(), len(body))
+            + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        status, headers = _parse_head(head)
+        answer = Answer(sent, sent, status, backend=headers.get("x-gateway-backend", ""))
+        if headers.get("transfer-encoding") == "chunked":
+            await self._read_chunked(reader, marker, answer)
+        else:
+            await reader.readexactly(int(headers.get("content-length", "0")))
+        answer.ended = time.perf_counter()
+        if headers.get("connection") == "close":
+            self.close()
+        return answer
+
+    @staticmethod
+    async def _read_chunked(reader: asyncio.StreamReader, marker: bytes, answer: Answer) -> None:
+        tail = b""
+        keep = max(len(marker), len(_END)) - 1
+        while True:
+            block = await reader.read(65536)
+            if not block:
+                raise ConnectionError("the stream ended before its last chunk")
+            seen = tail + block
+            if answer.first is None and marker in seen:
+                answer.first = time.perf_counter()
+            if _END in seen or (not tail and seen.startswith(_END[2:])):
+                return
+            tail = seen[-keep:]
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
+def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return status, headers
