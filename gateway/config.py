@@ -98,7 +98,7 @@ class RoutingConfig:
     max_imbalance: float = 0.2
     """No backend takes a request that would put it above (1 + this) x the mean load while
     another has room (prefix strategy)."""
-    lookahead: int = 8
+    lookahead: int = 16
     """When a slot frees, how many of the waiters allowed to go next compete for it (1: first
     come, first served); each waiter is passed over at most this many times."""
 
@@ -420,7 +420,7 @@ def _parse_routing(r: _Reader, raw: Mapping[str, Any]) -> RoutingConfig:
     return RoutingConfig(
         strategy=strategy,
         max_imbalance=float(r.number(raw, "max_imbalance", 0.2, "routing.")),
-        lookahead=r.number(raw, "lookahead", 8, "routing.", minimum=1, integer=True),
+        lookahead=r.number(raw, "lookahead", 16, "routing.", minimum=1, integer=True),
     )
 
 

@@ -83,7 +83,7 @@ def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
 
 
 def test_ejection_and_a_restart_move_the_cache_epoch() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a = make(clock, "a", 4)
     a.observe_prefix_cache(100.0, 60.0, restarted=False)
     assert (a.prefix_queries, a.prefix_hits, a.cache_epoch) == (100.0, 60.0, 0)
@@ -96,7 +96,7 @@ def test_ejection_and_a_restart_move_the_cache_epoch() -> None:
 
 
 def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     a, b = make(clock, "a", 4), make(clock, "b", 4)
     pool = Pool([a, b], clock, routing.create("prefix"))
     doc = RouteKey(prompt="d" * 2000 + "first question")

@@ -123,7 +123,7 @@ def test_state_problems_are_named() -> None:
 
 def test_routing_defaults_and_problems() -> None:
     routing = parse_config({"backends": ["http://a:1"]}).routing
-    assert (routing.strategy, routing.max_imbalance, routing.lookahead) == ("prefix", 0.2, 8)
+    assert (routing.strategy, routing.max_imbalance, routing.lookahead) == ("prefix", 0.2, 16)
     chosen = parse_config({"backends": ["http://a:1"], "routing": {"strategy": "round_robin"}}).routing
     assert chosen.strategy == "round_robin"
     with pytest.raises(ConfigError) as info:

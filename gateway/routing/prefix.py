@@ -46,14 +46,15 @@ class PrefixAffinity:
         if not candidates:
             return None
         index = self._index(model)
-        lrus: dict[int, ChunkLRU] = {
-            b: index.lru(loads[b].name, loads[b].epoch, loads[b].kv_tokens) for b in candidates
-        }
+        lrus: dict[int, ChunkLRU] = {}
         chunks = [() if route is None else route.chunks for route in routes]
         sessions = self._sessions.get(model)
 
         def matched(r: int, b: int) -> int:
-            return lrus[b].match(chunks[r])
+            lru = lrus.get(b)
+            if lru is None:
+                lru = lrus[b] = index.lru(loads[b].name, loads[b].epoch, loads[b].kv_tokens)
+            return lru.match(chunks[r])
 
         def session_on(r: int, b: int) -> bool:
             route = routes[r]
