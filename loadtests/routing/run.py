@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from gateway.config import RoutingConfig
 from gateway.vllm_metrics import parse_vllm_metrics
 from loadtests.routing.client import Answer, Connection
 from loadtests.routing.workloads import Workload
@@ -58,7 +59,7 @@ class Setup:
     leave CPU to spare on a busy 2-core machine; think times scale with it."""
     warmup: float = 10.0
     window: float = 30.0
-    lookahead: int = 16
+    lookahead: int = RoutingConfig().lookahead
 
 
 @dataclass(slots=True)
