@@ -45,6 +45,7 @@ class Dispatch:
         self._weights = {t.name: t.weight for t in config.tenants}
         for model, q in self.queues.items():
             q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights)
+            q.lookahead = config.routing.lookahead
             if not self.pool.known(model) and not self.pool.undiscovered():
                 q.close(f"no backend serves model {model!r} since the config was reloaded", "no_backend")
             else:

@@ -12,7 +12,9 @@ in between), so no request ever sees half of it:
   finish (each holds its backend), its checks stop, its gauges go. Queued requests for a model that
   no backend is configured to serve any more are answered 503 `no_backend`.
 - SLA, tenants and keys, queue bounds and weights, timeouts, health, retries, the body limit, the
-  shutdown grace and the admin key apply to the next request, check or shutdown.
+  shutdown grace and the admin key apply to the next request, check or shutdown. So does routing:
+  a new strategy or imbalance bound starts a new one (the prefix index starts empty), a new
+  lookahead applies to the next free slot; a removed backend's prefix index is forgotten.
 - The listeners (`listen.*`, `admin.host`, `admin.port`) and the shared state (`state.*`) are set
   up at start; a change to them is logged and ignored until a restart. So are
   `controller.window_seconds` and `min_samples` of the backends that stay (they size a window that
@@ -26,7 +28,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway import limits
+from gateway import limits, routing
 from gateway.api import OpenAIProxy
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, ConfigError, GatewayConfig
@@ -67,6 +69,7 @@ _APPLIED = (
     "max_body_bytes",
     "retries",
     "shutdown_grace",
+    "routing",
 )
 
 
@@ -106,6 +109,8 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
     if old.admin.api_key != new.admin.api_key:
         changes.append("admin key changed")
     changes[:0] = _apply_backends(gw, old, new)
+    if (old.routing.strategy, old.routing.max_imbalance) != (new.routing.strategy, new.routing.max_imbalance):
+        gw.pool.strategy = routing.create(new.routing.strategy, new.routing.max_imbalance)
     gw.config = new
     gw.metrics.set_sla(new.sla)
     gw.proxy.reconfigure(new)
@@ -147,6 +152,7 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
     for backend in current.values():
         gw.unwatch(backend)
         gw.metrics.forget_backend(backend.name)
+        gw.pool.strategy.forget(backend.name)
         changes.append(f"backend {backend.name} removed")
     gw.pool.backends = tuple(backends)
     return changes

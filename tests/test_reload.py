@@ -10,6 +10,7 @@ from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.config_source import ConfigSource
 from gateway.limiter import Slot
+from gateway.routing import RouteKey
 from gateway.types import Direction, Sample
 from tests.clock import FakeClock
 
@@ -76,3 +77,28 @@ def test_the_listeners_stay_as_they_were_bound(tmp_path: Path) -> None:
     gw = Gateway(config, clock=FakeClock(), source=ConfigSource(str(path), {}))
     ok, _ = reload_from(gw, path, {**BASE, "listen": {"port": 9999, "max_connections": 20}, "retries": 0})
     assert ok and gw.config.port == 8080 and gw.config.limits.max_connections == 10 and gw.config.retries == 0
+
+
+def test_routing_changes_apply_and_a_removed_backend_is_forgotten(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    gw = Gateway(
+        parse_config({**BASE, "backends": [A, B]}), clock=FakeClock(), source=ConfigSource(str(path), {})
+    )
+    for b in gw.pool.backends:
+        b.models = frozenset({"m"})
+        b.mark_healthy()
+    strategy = gw.pool.strategy
+    lease = gw.pool.try_acquire("m", RouteKey(prompt="d" * 2000))
+    assert lease is not None and strategy.report(lease.backend, 0) is not None
+    lease.release(None)
+    queue = gw.dispatch.queue("m")
+
+    ok, changes = reload_from(gw, path, {**BASE, "backends": [A, B], "routing": {"lookahead": 4}})
+    assert ok and changes == ("routing changed",)
+    assert gw.pool.strategy is strategy and queue.lookahead == 4  # the index is kept
+
+    ok, _ = reload_from(gw, path, {**BASE, "backends": [A] if lease.backend == "b" else [B]})
+    assert ok and strategy.report(lease.backend, 0) == (0, 0, 0)  # what it cached is forgotten
+
+    ok, changes = reload_from(gw, path, {**BASE, "routing": {"strategy": "round_robin"}})
+    assert ok and "routing changed" in changes and gw.pool.strategy.name == "round_robin"

@@ -110,6 +110,9 @@ class PrefixIndex:
             lru.resize(capacity)
         return lru
 
+    def forget(self, backend: str) -> None:
+        self._lrus.pop(backend, None)
+
     def size(self, backend: str, epoch: int) -> int:
         """Chunks held for the backend (none once its cache epoch moved)."""
         lru = self._lrus.get(backend)

@@ -89,6 +89,11 @@ class PrefixAffinity:
         size = sum(index.size(backend, epoch) for index in self._indexes.values())
         return IndexReport(chunks=size, queried=stats.queried, hits=stats.hits)
 
+    def forget(self, backend: str) -> None:
+        for index in self._indexes.values():
+            index.forget(backend)
+        self.stats.pop(backend, None)
+
     def _index(self, model: str) -> PrefixIndex:
         index = self._indexes.get(model)
         if index is None:

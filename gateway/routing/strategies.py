@@ -36,6 +36,9 @@ class Strategy(Protocol):
     def report(self, backend: str, epoch: int) -> IndexReport | None:
         """The prefix index's view of the backend; None for a strategy without one."""
 
+    def forget(self, backend: str) -> None:
+        """The backend left the pool: drop what is known about it."""
+
 
 class RoundRobin:
     name = "round_robin"
@@ -59,6 +62,9 @@ class RoundRobin:
     def report(self, backend: str, epoch: int) -> IndexReport | None:
         return None
 
+    def forget(self, backend: str) -> None:
+        pass
+
 
 class LeastLoaded:
     name = "least_loaded"
@@ -76,6 +82,9 @@ class LeastLoaded:
 
     def report(self, backend: str, epoch: int) -> IndexReport | None:
         return None
+
+    def forget(self, backend: str) -> None:
+        pass
 
 
 def create(name: str, imbalance: float = 0.2) -> Strategy:
