@@ -40,7 +40,20 @@ class Strategy(Protocol):
         """The backend left the pool: drop what is known about it."""
 
 
-class RoundRobin:
+class _LoadOnly:
+    """A strategy that looks only at load: it learns nothing from where requests went."""
+
+    def routed(self, model: str, route: RouteKey | None, load: Load, choice: Choice) -> None:
+        pass
+
+    def report(self, backend: str, epoch: int) -> IndexReport | None:
+        return None
+
+    def forget(self, backend: str) -> None:
+        pass
+
+
+class RoundRobin(_LoadOnly):
     name = "round_robin"
 
     def __init__(self) -> None:
@@ -56,17 +69,8 @@ class RoundRobin:
                 return Choice(0, i)
         return None
 
-    def routed(self, model: str, route: RouteKey | None, load: Load, choice: Choice) -> None:
-        pass
 
-    def report(self, backend: str, epoch: int) -> IndexReport | None:
-        return None
-
-    def forget(self, backend: str) -> None:
-        pass
-
-
-class LeastLoaded:
+class LeastLoaded(_LoadOnly):
     name = "least_loaded"
 
     def choose(self, model: str, routes: Sequence[RouteKey | None], loads: Sequence[Load]) -> Choice | None:
@@ -76,15 +80,6 @@ class LeastLoaded:
             if load.open and load.free > top_free:
                 top, top_free = i, load.free
         return None if top is None else Choice(0, top)
-
-    def routed(self, model: str, route: RouteKey | None, load: Load, choice: Choice) -> None:
-        pass
-
-    def report(self, backend: str, epoch: int) -> IndexReport | None:
-        return None
-
-    def forget(self, backend: str) -> None:
-        pass
 
 
 def create(name: str, imbalance: float = 0.2) -> Strategy:

@@ -136,16 +136,26 @@ class Chat:
             self._users[user] = self._start(warm=False)
 
 
-class Documents:
+class _OneShot:
+    """A workload whose requests stand alone: nothing to remember once answered."""
+
+    def __init__(self, model: str, max_tokens: int, seed: int) -> None:
+        self._model = model
+        self._max_tokens = max_tokens
+        self._text = Text.make(seed)
+
+    def answered(self, user: int) -> None:
+        pass
+
+
+class Documents(_OneShot):
     name = "docs"
     path = "/v1/completions"
     marker = b'"text":'
     think = 4.0
 
     def __init__(self, model: str, max_tokens: int, seed: int) -> None:
-        self._model = model
-        self._max_tokens = max_tokens
-        self._text = Text.make(seed)
+        super().__init__(model, max_tokens, seed)
         rng = random.Random(seed + 1)
         self._docs = [self._text.fixed(5000 + i, rng.randint(3000, 7000)) for i in range(DOCUMENTS)]
 
@@ -154,27 +164,16 @@ class Documents:
         prompt = f"{doc}\n\nQuestion: {self._text.sample(15, 75)}\nAnswer:"
         return _request(self._model, self._max_tokens, prompt=prompt)
 
-    def answered(self, user: int) -> None:
-        pass
 
-
-class Distinct:
+class Distinct(_OneShot):
     name = "distinct"
     path = "/v1/chat/completions"
     marker = b'"delta":{"content"'
     think = 8.0
 
-    def __init__(self, model: str, max_tokens: int, seed: int) -> None:
-        self._model = model
-        self._max_tokens = max_tokens
-        self._text = Text.make(seed)
-
     def body(self, user: int) -> bytes:
         messages = [{"role": "user", "content": self._text.sample(3000, 7000)}]
         return _request(self._model, self._max_tokens, messages=messages)
-
-    def answered(self, user: int) -> None:
-        pass
 
 
 WORKLOADS = ("chat", "docs", "distinct")
