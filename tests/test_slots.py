@@ -50,7 +50,10 @@ async def storm(base: str, n: int, seed: int) -> dict[str, int]:
     limits = httpx.Limits(max_connections=n)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
         tasks = [asyncio.create_task(one(client, rng, i)) for i in range(n)]
-        # cancel a third of them at random moments: while queued, before or during their stream
+        # Once the queue holds a quarter of them, cancel a third at random moments: while queued,
+        # before or during their stream. Waiting for the queue first makes sure some are queued
+        # when cancelled, however slowly a busy machine delivers the requests to the gateway.
+        await _queue_reaches(base, n // 4)
         for task in rng.sample(tasks, n // 3):
             asyncio.get_running_loop().call_later(rng.uniform(0.0, 1.5), task.cancel)
         for task in tasks:
@@ -78,6 +81,19 @@ def test_random_disconnects_and_errors_leak_no_slot(stack: tuple[Proc, list[Proc
         assert time.monotonic() < deadline, (inflight, depth, running)
         time.sleep(0.1)
     assert state["models"]["tiny-llama"]["cancelled"] > 0  # some left while queued
+
+
+async def _queue_reaches(base: str, depth: int) -> None:
+    """Wait until the gateway's queue holds `depth` requests (its own client: the storm's pool is full).
+
+    The gateway offers no event to wait on from outside, so its state is read every 50 ms.
+    """
+    async with httpx.AsyncClient(base_url=base) as admin, asyncio.timeout(30):
+        while True:
+            models = (await admin.get("/admin/state")).json()["models"]
+            if models.get("tiny-llama", {}).get("depth", 0) >= depth:
+                return
+            await asyncio.sleep(0.05)
 
 
 def _gauge(sim: Proc, name: str) -> float:
