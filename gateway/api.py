@@ -3,6 +3,11 @@
 A raw ASGI handler rather than a framework endpoint: this is the hot path, and it needs the receive
 channel for itself to notice a client that goes away while its request waits or streams.
 Every lease taken here is released exactly once, in `finally`.
+
+The batch runner calls this same handler in-process for each batch line, with the line's tenant
+under the scope key `BACKGROUND_TENANT`: a key no HTTP client can set, since a server builds the
+scope from the connection. Such a request waits in the queue's background class and leaves the
+client-facing latency histograms alone (its "client" is the runner).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import cast
+from typing import Any, cast
 
 import orjson
 from starlette.types import Receive, Scope, Send
@@ -32,9 +37,13 @@ from gateway.proxy import (
 )
 from gateway.routing import RouteKey
 from gateway.telemetry import Telemetry
+from gateway.tenants import tenant_of
 from gateway.types import Clock
 
 log = logging.getLogger("gateway.api")
+
+BACKGROUND_TENANT = "llm_gateway.background_tenant"
+"""Scope key marking an in-process batch-line request; its value is the batch's tenant."""
 
 CLIENT_CLOSED = 499
 """Status recorded (never sent) for a request whose client went away."""
@@ -111,7 +120,8 @@ class OpenAIProxy:
                 "request_too_large",
             )
         body = await read_body(receive, limit)
-        tenant = self._tenant(auth)
+        background: str | None = scope.get(BACKGROUND_TENANT)
+        tenant = tenant_of(self._tenants, auth) if background is None else background
         model, streaming, route = parse_request(body, session)
         pool = self._dispatch.pool
         if not pool.known(model):
@@ -132,6 +142,7 @@ class OpenAIProxy:
             timeout=_parse_seconds(timeout_header),
             request_id=request_id,
             route=route,
+            background=background is not None,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")
@@ -174,7 +185,8 @@ class OpenAIProxy:
                     should_retry=rej.should_retry,
                 ) from None
             waited = self._clock() - arrived
-            telemetry.queued(model, waited)
+            if not ticket.background:
+                telemetry.queued(model, waited)
             tried: list[Backend] = []
             while lease is not None:
                 backend_name = lease.backend
@@ -205,7 +217,9 @@ class OpenAIProxy:
                             "upstream_timeout" if status == 504 else "bad_gateway",
                             retry_after=1.0,
                         ) from None
-                    lease = self._dispatch.pool.try_acquire(model, ticket.route, exclude=tried)
+                    lease = self._dispatch.pool.try_acquire(
+                        model, ticket.route, exclude=tried, background=ticket.background
+                    )
                     if lease is None:
                         status = 503
                         raise GatewayError(
@@ -239,22 +253,8 @@ class OpenAIProxy:
                 arrived,
                 self._clock(),
                 result.first_token_at if result is not None else None,
+                client_facing=not ticket.background,
             )
-
-    def _tenant(self, auth: bytes | None) -> str:
-        if not self._tenants:
-            return "default"
-        key = auth[7:].decode("latin-1") if auth and auth[:7].lower() == b"bearer " else None
-        tenant = self._tenants.get(key) if key else None
-        if tenant is None:
-            raise GatewayError(
-                401,
-                "Incorrect API key provided."
-                if key
-                else "Missing API key: send it as 'Authorization: Bearer <key>'.",
-                "invalid_api_key",
-            )
-        return tenant.name
 
     def _parse_priority(self, header: bytes | None, tenant: str) -> int:
         if header is not None:
@@ -333,19 +333,32 @@ def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, R
     The routing key keeps references into the parsed body and hashes the prompt only if a routing
     strategy asks; its session is the `x-session-id` header, else the body's `user`.
     """
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise GatewayError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
-    if not isinstance(payload, dict):
-        raise GatewayError(400, "request body must be a JSON object", "invalid_request")
+    payload = json_object(body)
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise GatewayError(400, "you must provide a model parameter", "missing_model", param="model")
     return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
 
 
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body that must be one JSON object, or a 400 in OpenAI's shape."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(payload, dict):
+        raise GatewayError(400, "request body must be a JSON object", "invalid_request")
+    return payload
+
+
 async def respond_error(send: Send, err: GatewayError) -> None:
     with contextlib.suppress(RuntimeError):  # a response already started cannot be replaced
         await send({"type": "http.response.start", "status": err.status, "headers": err.headers()})
         await send({"type": "http.response.body", "body": err.body()})
+
+
+async def send_json(send: Send, status: int, payload: object) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
+    await send({"type": "http.response.body", "body": orjson.dumps(payload)})

@@ -6,6 +6,16 @@ Choice is late: `pick` runs when a request is about to be dispatched (or, at lat
 slot frees for the waiters allowed to go next) and asks the routing strategy (gateway.routing) which
 backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to
 restart, which tells the prefix index that its cache is gone.
+
+Batch lines (background leases) may hold at most `limit - reserve` slots of a backend, the reserve
+being the most interactive requests it had in flight over the last `interactive_horizon` seconds:
+a batch takes the capacity interactive traffic leaves, and an interactive request arriving at its
+usual rate finds a slot free instead of waiting for a batch line to end. While there is such
+traffic (a reserve above 0), the batch also stays within the KV ceiling (requests the backend's KV
+cache holds at the measured footprint) less the reserve, where the limit may be above it (the `sla`
+algorithm runs there when that pays): past it vLLM queues what it is sent, and an interactive
+request would wait in vLLM's queue behind batch lines. With no interactive traffic, the batch
+runs up to the limit, where vLLM's own queue keeps its KV cache full.
 """
 
 from __future__ import annotations
@@ -17,10 +27,23 @@ from gateway.limiter import Limiter, Slot
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
 from gateway.types import BackendSignals, Clock, Sample
+from gateway.window import SlidingMax
+
+PEAK_GRAIN = 1.0
+"""Seconds per high of interactive requests in flight: the hot path keeps only a running max, and
+batch admissions roll it into the horizon's window once per this."""
 
 
 class Backend:
-    def __init__(self, config: BackendConfig, limiter: Limiter, health: HealthConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: BackendConfig,
+        limiter: Limiter,
+        health: HealthConfig,
+        clock: Clock,
+        *,
+        interactive_horizon: float = 30.0,
+    ) -> None:
         self.config = config
         self.name = config.name
         self.url = config.url
@@ -37,6 +60,12 @@ class Backend:
         self.prefix_queries = 0.0
         self.prefix_hits = 0.0
         """vLLM's prefix-cache counters (tokens) accumulated since the gateway started watching."""
+        self.background_inflight = 0
+        self._interactive_peak = SlidingMax(interactive_horizon)
+        """Per-second highs of interactive requests in flight over the horizon."""
+        self._interactive_high = 0
+        """The most interactive requests in flight since the last second was rolled in."""
+        self._rolled_at = -PEAK_GRAIN
         self._health = health
         self._clock = clock
 
@@ -49,6 +78,27 @@ class Backend:
 
     def in_rotation(self, now: float) -> bool:
         return self.healthy and now >= self.ejected_until
+
+    def background_room(self, now: float) -> int:
+        """Slots a batch line may take: the limit (with interactive traffic, at most the KV
+        ceiling) less the interactive reserve and the batch's own lines."""
+        lim = self.limiter
+        if now - self._rolled_at >= PEAK_GRAIN:
+            self._interactive_peak.add(now, self._interactive_high)
+            self._interactive_high = lim.inflight - self.background_inflight
+            self._rolled_at = now
+        reserve = max(self._interactive_high, int(self._interactive_peak.value(now) or 0))
+        kv = lim.kv_ceiling()
+        bound = lim.limit if kv is None or reserve == 0 else min(lim.limit, kv)
+        return bound - reserve - self.background_inflight
+
+    def lease(self, *, background: bool) -> Lease:
+        lease = Lease(self, self.limiter.acquire(), background)
+        if background:
+            self.background_inflight += 1
+        elif self.limiter.inflight - self.background_inflight > self._interactive_high:
+            self._interactive_high = self.limiter.inflight - self.background_inflight
+        return lease
 
     def record_success(self) -> None:
         self.consecutive_failures = 0
@@ -99,20 +149,25 @@ class Backend:
             "last_error": self.last_error,
         }
         out.update(self.limiter.state())
+        out["background_inflight"] = self.background_inflight
+        out["background_room"] = max(0, self.background_room(now))
         return out
 
 
 class Lease:
     """One dispatched request's hold on a backend slot. Released exactly once."""
 
-    __slots__ = ("backend", "slot", "target")
+    __slots__ = ("backend", "background", "slot", "target")
 
-    def __init__(self, target: Backend, slot: Slot) -> None:
+    def __init__(self, target: Backend, slot: Slot, background: bool = False) -> None:
         self.target = target
         self.slot = slot
         self.backend = target.name
+        self.background = background
 
     def release(self, sample: Sample | None) -> None:
+        if self.background:
+            self.target.background_inflight -= 1
         self.slot.release(sample)
 
 
@@ -123,16 +178,27 @@ class Pool:
         self._clock = clock
 
     def try_acquire(
-        self, model: str, route: RouteKey | None = None, exclude: Collection[Backend] = ()
+        self,
+        model: str,
+        route: RouteKey | None = None,
+        exclude: Collection[Backend] = (),
+        *,
+        background: bool = False,
     ) -> Lease | None:
         """A slot on the best backend with room for this request (none of `exclude`), or None."""
-        got = self.pick(model, (route,), exclude)
+        got = self.pick(model, (route,), exclude, background=background)
         return None if got is None else got[1]
 
     def pick(
-        self, model: str, routes: Sequence[RouteKey | None], exclude: Collection[Backend] = ()
+        self,
+        model: str,
+        routes: Sequence[RouteKey | None],
+        exclude: Collection[Backend] = (),
+        *,
+        background: bool = False,
     ) -> tuple[int, Lease] | None:
-        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease."""
+        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease; a
+        batch line (`background`) only where `Backend.background_room` leaves it one."""
         now = self._clock()
         serving: list[Backend] = []
         loads: list[Load] = []
@@ -141,7 +207,8 @@ class Pool:
             if model not in b.models or not b.in_rotation(now):
                 continue
             lim = b.limiter
-            is_open = lim.inflight < lim.limit and b not in exclude
+            room = b.background_room(now) if background else lim.limit - lim.inflight
+            is_open = room > 0 and b not in exclude
             any_open = any_open or is_open
             s = b.signals
             loads.append(
@@ -162,13 +229,18 @@ class Pool:
         if choice is None:
             return None
         target = serving[choice.backend]
-        lease = Lease(target, target.limiter.acquire())
+        lease = target.lease(background=background)
         self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
         return choice.request, lease
 
     def available(self, model: str) -> bool:
         now = self._clock()
         return any(model in b.models and b.in_rotation(now) for b in self.backends)
+
+    def capacity(self, model: str) -> int:
+        """Slots the backends in rotation serving `model` allow now: the sum of their limits."""
+        now = self._clock()
+        return sum(b.limiter.limit for b in self.backends if model in b.models and b.in_rotation(now))
 
     def known(self, model: str) -> bool:
         return any(model in b.models for b in self.backends)

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from gateway.config_batch import BatchConfig, parse_batch
 from gateway.listen_config import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.types import SLA
 
@@ -42,6 +43,8 @@ class TenantConfig:
     api_keys: tuple[str, ...] = ()
     weight: float = 1.0
     priority: int = 0
+    queue_timeout: float | None = None
+    """Longest wait in the queue for this tenant's requests (default `queue.timeout`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,7 @@ class GatewayConfig:
     retries: int = 1
     shutdown_grace: float = 30.0
     state: StateConfig = field(default_factory=StateConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
 
     def tenant_for_key(self) -> dict[str, TenantConfig]:
         return {key: t for t in self.tenants for key in t.api_keys}
@@ -239,7 +243,7 @@ def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
         r.problems.append(f"tenants[{index}]: must be a mapping with a 'name'")
         return None
-    r.unknown(raw, {"name", "api_keys", "api_keys_env", "weight", "priority"}, path)
+    r.unknown(raw, {"name", "api_keys", "api_keys_env", "weight", "priority", "queue_timeout"}, path)
     keys: list[str] = []
     listed = raw.get("api_keys", [])
     if not isinstance(listed, list) or not all(isinstance(k, str) and k for k in listed):
@@ -257,7 +261,13 @@ def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
             keys.append(r.env[var])
     priority = r.number(raw, "priority", 0, path, minimum=-1000, integer=True)
     weight = r.number(raw, "weight", 1.0, path, exclusive=True)
-    return TenantConfig(name=raw["name"], api_keys=tuple(keys), weight=float(weight), priority=priority)
+    return TenantConfig(
+        name=raw["name"],
+        api_keys=tuple(keys),
+        weight=float(weight),
+        priority=priority,
+        queue_timeout=r.optional_seconds(raw, "queue_timeout", path),
+    )
 
 
 def _parse_state(r: _Reader, data: Mapping[str, Any]) -> StateConfig:
@@ -302,6 +312,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             "shutdown_grace",
             "state",
             "admin",
+            "batch",
         },
         "",
     )
@@ -402,6 +413,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         retries=r.number(data, "retries", 1, "", integer=True),
         shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
         state=_parse_state(r, data),
+        batch=parse_batch(r, data),
     )
     _check_algorithm(r, config)
     if r.problems:

@@ -18,6 +18,7 @@ class Dispatch:
         self._config = config
         self._clock = clock
         self._weights = {t.name: t.weight for t in config.tenants}
+        self._timeouts = {t.name: t.queue_timeout for t in config.tenants if t.queue_timeout is not None}
         self.queues: dict[str, AdmissionQueue] = {}
 
     def queue(self, model: str) -> AdmissionQueue:
@@ -31,6 +32,7 @@ class Dispatch:
                 timeout=self._config.queue.timeout,
                 tenant_weights=self._weights,
                 lookahead=self._config.routing.lookahead,
+                tenant_timeouts=self._timeouts,
             )
             self.queues[model] = q
         return q
@@ -43,8 +45,9 @@ class Dispatch:
         """
         self._config = config
         self._weights = {t.name: t.weight for t in config.tenants}
+        self._timeouts = {t.name: t.queue_timeout for t in config.tenants if t.queue_timeout is not None}
         for model, q in self.queues.items():
-            q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights)
+            q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights, self._timeouts)
             q.lookahead = config.routing.lookahead
             if not self.pool.known(model) and not self.pool.undiscovered():
                 q.close(f"no backend serves model {model!r} since the config was reloaded", "no_backend")
@@ -54,11 +57,13 @@ class Dispatch:
     def wake(self, backend: Backend) -> None:
         for model in backend.models:
             q = self.queues.get(model)
-            if q is not None and q.depth:
+            if q is not None and (q.depth or q.background.depth):
                 q.wake()
 
     def queued_for(self, backend: Backend) -> int:
-        return sum(q.depth for m, q in self.queues.items() if m in backend.models)
+        """Requests waiting for this backend's models, batch lines included: demand the limit can
+        serve if latency allows."""
+        return sum(q.depth + q.background.depth for m, q in self.queues.items() if m in backend.models)
 
     def capacity_exhausted(self, model: str) -> bool:
         q = self.queues.get(model)

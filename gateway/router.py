@@ -54,14 +54,28 @@ def post(handler: Handler, surface: Surface = Surface.PUBLIC, *, needs_key: bool
 
 
 class Router:
-    def __init__(self, routes: dict[str, Route], admin: AdminConfig, respond: Respond) -> None:
+    def __init__(
+        self,
+        routes: dict[str, Route],
+        admin: AdminConfig,
+        respond: Respond,
+        prefixed: dict[str, Route] | None = None,
+    ) -> None:
         self._routes = routes
+        self._prefixed = prefixed or {}
+        """Routes for a path and everything below it (`/v1/files/{id}`), looked at only on a miss."""
         self._respond = respond
         self.admin = admin
 
+    def _below(self, path: str) -> Route | None:
+        for prefix, route in self._prefixed.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return route
+        return None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
-        route = self._routes.get(path)
+        route = self._routes.get(path) or self._below(path)
         if route is None or not self._here(route, scope):
             await self._respond(send, GatewayError(404, f"no route for {path}", "not_found"))
             return

@@ -34,13 +34,25 @@ class Telemetry:
         child.observe(wait)
 
     def finished(
-        self, model: str, backend: str, status: int, arrived: float, now: float, first_token_at: float | None
+        self,
+        model: str,
+        backend: str,
+        status: int,
+        arrived: float,
+        now: float,
+        first_token_at: float | None,
+        *,
+        client_facing: bool = True,
     ) -> None:
+        """Count the request; its duration and TTFT only when a client waited for it (not for a
+        batch line, whose wait is the batch's)."""
         key = (model, backend, status)
         child = self._requests.get(key)
         if child is None:
             child = self._requests[key] = self.metrics.requests.labels(model, backend, str(status))
         child.inc()
+        if not client_facing:
+            return
         duration = self._duration.get(model)
         if duration is None:
             duration = self._duration[model] = self.metrics.duration.labels(model)

@@ -151,3 +151,29 @@ def _sorted_newest(
                     break
     out.sort()
     return out
+
+
+class SlidingMax:
+    """Maximum of the values added in the last `horizon` seconds, O(1) amortised.
+
+    A monotonic deque: a new value evicts every older value that is not larger, because those can
+    never be the maximum again while the new one is in the window.
+    """
+
+    def __init__(self, horizon: float) -> None:
+        if horizon <= 0:
+            raise ValueError(f"horizon must be > 0, got {horizon}")
+        self.horizon = horizon
+        self._items: deque[tuple[float, float]] = deque()
+
+    def add(self, at: float, value: float) -> None:
+        items = self._items
+        while items and items[-1][1] <= value:
+            items.pop()
+        items.append((at, value))
+
+    def value(self, now: float) -> float | None:
+        items = self._items
+        while items and items[0][0] < now - self.horizon:
+            items.popleft()
+        return items[0][1] if items else None

@@ -5,7 +5,7 @@ from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter
 from gateway.routing import RouteKey
-from gateway.types import SLA
+from gateway.types import SLA, BackendSignals
 from tests.clock import FakeClock
 
 
@@ -56,7 +56,7 @@ def test_consecutive_failures_eject_with_growing_backoff() -> None:
     assert not pool.available("m") and pool.try_acquire("m") is None
     a.mark_healthy()
     assert not a.in_rotation(clock.now)  # the backoff has not run out yet
-    clock.now += 1.0
+    clock.advance(1.0)
     assert pool.available("m")
     a.record_failure("x")
     a.record_failure("x")
@@ -77,7 +77,7 @@ def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
     for _ in range(10):  # its broken in-flight streams report in afterwards
         assert not a.record_failure("stream cut")
     a.mark_healthy()
-    clock.now += 1.0
+    clock.advance(1.0)
     assert a.in_rotation(clock.now)
     assert a.last_error == "stream cut"
 
@@ -116,3 +116,67 @@ def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
     free.release(None)
     got = pool.pick("m", [RouteKey(prompt="e" * 3000), None, RouteKey(prompt="d" * 2000 + "fourth")])
     assert got is not None and got[0] == 2 and got[1].backend == first.backend
+
+
+def make_with_horizon(clock: FakeClock, limit: int, horizon: float) -> Backend:
+    algorithm = limits.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
+    limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
+    backend = Backend(
+        BackendConfig(url="http://a", name="a", models=("m",)),
+        limiter,
+        HealthConfig(),
+        clock,
+        interactive_horizon=horizon,
+    )
+    backend.mark_healthy()
+    return backend
+
+
+def test_batch_lines_leave_the_slots_interactive_traffic_used_lately() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 6, horizon=10.0)
+    pool = Pool([a], clock)
+    interactive = [pool.try_acquire("m") for _ in range(2)]
+    for lease in interactive:
+        lease.release(None)  # type: ignore[union-attr]
+    clock.advance(1.0)
+    batch = [pool.try_acquire("m", background=True) for _ in range(6)]
+    assert sum(lease is not None for lease in batch) == 4  # 6 less the 2 interactive ones had
+    assert a.background_inflight == 4
+    assert pool.try_acquire("m") is not None  # the reserve is there for an interactive arrival
+    clock.advance(11.0)  # the peak is forgotten (horizon 10 s, rolled in within 1 s); 5 held of 6
+    extra = pool.try_acquire("m", background=True)
+    assert extra is not None and a.background_inflight == 5
+    for lease in [*batch, extra]:
+        if lease is not None:
+            lease.release(None)
+    assert a.background_inflight == 0 and a.limiter.inflight == 1
+
+
+def test_interactive_traffic_may_use_every_slot_batch_lines_leave() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 3, horizon=10.0)
+    pool = Pool([a], clock)
+    batch = pool.try_acquire("m", background=True)
+    assert batch is not None
+    interactive = [pool.try_acquire("m") for _ in range(3)]
+    assert sum(lease is not None for lease in interactive) == 2  # the limit binds everyone
+    assert pool.try_acquire("m", background=True) is None
+
+
+def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_holds() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 10, horizon=10.0)
+    pool = Pool([a], clock)
+    # 1,000 KV tokens, 80% used by 4 running sequences: 200 tokens each, so 5 fit.
+    a.limiter.observe(BackendSignals(at=clock(), kv_usage=0.8, running=4, kv_capacity_tokens=1000))
+    assert a.limiter.kv_ceiling() == 5 and a.limiter.limit == 10
+    alone = [pool.try_acquire("m", background=True) for _ in range(10)]
+    assert all(lease is not None for lease in alone)  # no interactive traffic: up to the limit
+    for lease in alone:
+        lease.release(None)  # type: ignore[union-attr]
+    interactive = pool.try_acquire("m")
+    assert interactive is not None
+    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    assert sum(lease is not None for lease in batch) == 4  # the KV ceiling less the reserve of 1
+    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 5  # interactive: the limit

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.types import Sample
-from gateway.window import SampleWindow, nearest_rank
+from gateway.window import SampleWindow, SlidingMax, nearest_rank
 from tests.clock import FakeClock
 
 
@@ -87,3 +87,15 @@ def test_newest_samples_only() -> None:
     # `newest` counts samples that have the signal: the two newest TTFTs are 2 and 3.
     assert w.values("ttft", newest=2) == [2.0, 3.0]
     assert (w.quantile("ttft", 0.9, newest=10), w.quantile("e2e", 0.9, newest=10)) == (3.0, 9.0)
+
+
+def test_sliding_max_keeps_the_largest_value_of_its_horizon() -> None:
+    m = SlidingMax(horizon=10.0)
+    assert m.value(0.0) is None
+    m.add(0.0, 3)
+    m.add(5.0, 1)
+    assert m.value(9.0) == 3
+    assert m.value(10.5) == 1  # the 3 is older than the horizon
+    m.add(11.0, 2)
+    assert m.value(16.0) == 2
+    assert m.value(30.0) is None

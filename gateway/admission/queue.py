@@ -14,6 +14,9 @@ waiter as soon as the measured rate says its turn will come too late (a burst th
 any rate was measured); one that waits past its deadline is removed and answered 503
 `queue_timeout`.
 
+Batch lines (`Ticket.background`) wait apart, in a `BackgroundLane`: they are dispatched only when
+no interactive request waits, and have no deadline.
+
 Expiry uses one loop timer, armed for the earliest deadline, over a heap of deadlines: one handle
 instead of one per waiter, and every expiry decision is taken against the injected clock (the timer
 only says when to look), so tests drive expiry by advancing a fake clock and calling `wake()`.
@@ -28,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.admission.background import BackgroundLane
 from gateway.admission.drain import DrainRate
 from gateway.admission.fairness import Entry, FairQueue
 from gateway.admission.rejection import Rejected, RejectReason
@@ -42,7 +46,9 @@ class Lease(Protocol):
 
 
 class Dispatcher(Protocol):
-    def pick(self, model: str, routes: Sequence[RouteKey | None]) -> tuple[int, Lease] | None:
+    def pick(
+        self, model: str, routes: Sequence[RouteKey | None], *, background: bool = False
+    ) -> tuple[int, Lease] | None:
         """Which of these requests takes a free slot (its index), and its lease; None if no room."""
 
     def available(self, model: str) -> bool: ...  # some healthy backend serves the model
@@ -54,10 +60,12 @@ class Ticket:
     priority: int = 0
     """Higher is served first."""
     timeout: float | None = None
-    """Longest wait this request accepts, capped by the queue's own timeout."""
+    """Longest wait this request accepts, capped by its tenant's or the queue's timeout."""
     request_id: str | None = None
     route: RouteKey | None = None
     """What the dispatcher routes the request by (its prompt's prefix, its session)."""
+    background: bool = False
+    """A batch line: served only when no interactive request waits, never shed for its wait."""
 
 
 @dataclass(eq=False, slots=True)
@@ -92,6 +100,7 @@ class AdmissionQueue:
         max_depth: int,
         timeout: float,
         tenant_weights: Mapping[str, float] | None = None,
+        tenant_timeouts: Mapping[str, float] | None = None,
         on_change: Callable[[], None] | None = None,
         drain_tau: float = 10.0,
         min_backlog: float = 1.0,
@@ -114,6 +123,9 @@ class AdmissionQueue:
         self._clock = clock
         self._on_change = on_change
         self._fair: FairQueue[_Waiter] = FairQueue(tenant_weights)
+        self.background = BackgroundLane(model, dispatcher, FairQueue(tenant_weights))
+        self._tenant_timeouts = dict(tenant_timeouts or {})
+        """Per-tenant cap on the wait, instead of `timeout`."""
         self._drain = DrainRate(tau=drain_tau, min_backlog=min_backlog, now=clock())
         self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -154,6 +166,8 @@ class AdmissionQueue:
             "estimated_wait": self._rounded(self.estimated_wait()),
             "admitted_fast": self.counters.admitted_fast,
             "admitted_queued": self.counters.admitted_queued,
+            "background_depth": self.background.depth,
+            "admitted_background": self.background.admitted,
             "cancelled": self.counters.cancelled,
             "rejected": dict(self.counters.rejected),
         }
@@ -162,6 +176,8 @@ class AdmissionQueue:
 
     async def admit(self, ticket: Ticket) -> Lease:
         """A lease on a backend slot; raises `Rejected` when the request is shed."""
+        if ticket.background:
+            return await self.background.admit(ticket, interactive_waiting=self._fair.depth > 0)
         if not self._fair.depth:
             got = self._dispatcher.pick(self.model, (ticket.route,))
             if got is not None:
@@ -183,11 +199,19 @@ class AdmissionQueue:
         if self._trim(now) or changed:
             self._changed(now)
 
-    def reconfigure(self, max_depth: int, timeout: float, tenant_weights: Mapping[str, float]) -> None:
+    def reconfigure(
+        self,
+        max_depth: int,
+        timeout: float,
+        tenant_weights: Mapping[str, float],
+        tenant_timeouts: Mapping[str, float] | None = None,
+    ) -> None:
         """New bounds and weights (a reload); waiters keep their deadlines, the next wake applies."""
         if max_depth < 0 or not timeout > 0:
             raise ValueError(f"bad queue bounds: max_depth {max_depth}, timeout {timeout!r}")
         self._fair.set_weights(tenant_weights)
+        self.background.set_weights(tenant_weights)
+        self._tenant_timeouts = dict(tenant_timeouts or {})
         self.max_depth = max_depth
         self.timeout = timeout
 
@@ -204,6 +228,7 @@ class AdmissionQueue:
             self._remove(waiter)
             if not waiter.future.done():
                 waiter.future.set_exception(self._reject(reason, self.default_retry_after, message))
+        self.background.close(self._reject(reason, self.default_retry_after, message))
         self._deadlines.clear()
         self._changed(now)
 
@@ -217,7 +242,8 @@ class AdmissionQueue:
             )
         if self._expire(now):
             self._changed(now)
-        limit = self.timeout if ticket.timeout is None else min(ticket.timeout, self.timeout)
+        cap = self._tenant_timeouts.get(ticket.tenant, self.timeout)
+        limit = cap if ticket.timeout is None else min(ticket.timeout, cap)
         rate = self._drain.rate(now)
         ahead = 0.0 if rate is None else self._fair.ahead_of_new(ticket.tenant, ticket.priority)
         wait = None if rate is None else self._time_for(ahead + 1, rate)
@@ -318,6 +344,8 @@ class AdmissionQueue:
                     chosen.item.entry = None
                     chosen.item.future.set_result(lease)
                     n += 1
+                if not self._fair.depth:
+                    self.background.dispatch()
         finally:
             self._dispatching = False
         if n:

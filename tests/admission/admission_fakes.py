@@ -39,8 +39,11 @@ class FakePool:
     leases: list[FakeLease] = field(default_factory=list)
     queue: AdmissionQueue | None = None
 
-    def try_acquire(self, model: str) -> FakeLease | None:
-        if not self.healthy or self.inflight >= self.capacity:
+    reserve: int = 0
+    """Slots background (batch) leases may not take."""
+
+    def try_acquire(self, model: str, *, background: bool = False) -> FakeLease | None:
+        if not self.healthy or self.inflight >= self.capacity - (self.reserve if background else 0):
             return None
         if self.failure_rate and self.rng.random() < self.failure_rate:
             return None
@@ -49,8 +52,10 @@ class FakePool:
         self.leases.append(lease)
         return lease
 
-    def pick(self, model: str, routes: Sequence[object]) -> tuple[int, FakeLease] | None:
-        lease = self.try_acquire(model)
+    def pick(
+        self, model: str, routes: Sequence[object], *, background: bool = False
+    ) -> tuple[int, FakeLease] | None:
+        lease = self.try_acquire(model, background=background)
         return None if lease is None else (0, lease)
 
     def available(self, model: str) -> bool:

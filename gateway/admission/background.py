@@ -1,0 +1,93 @@
+"""The background class of one model's admission queue: batch lines waiting for spare capacity.
+
+A background waiter gets a slot only when no interactive request waits for one (the queue calls
+`dispatch` only then), and the pool hands it only a slot that interactive traffic has not used
+lately (`Pool.try_acquire(background=True)`): so a batch fills the capacity interactive traffic
+leaves, up to the controller's limit, and an interactive request never waits behind a batch line.
+
+Background waiters have no deadline and are never shed for their wait: a batch line can wait as
+long as its batch's completion window, which the batch runner enforces by cancelling it. Between
+tenants, the waiters are served by the same weighted fair queueing as interactive ones; within a
+tenant, first come first served. Their dispatches are not counted in the queue's drain rate, which
+estimates interactive waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from gateway.admission.fairness import Entry, FairQueue
+from gateway.routing import RouteKey
+
+if TYPE_CHECKING:
+    from gateway.admission.queue import Dispatcher, Lease, Ticket
+
+Waiting = tuple["asyncio.Future[Lease]", RouteKey | None]
+"""A batch line's future and what the pool routes it by."""
+
+
+class BackgroundLane:
+    def __init__(self, model: str, dispatcher: Dispatcher, fair: FairQueue[Waiting]):
+        self.model = model
+        self.admitted = 0
+        self._dispatcher = dispatcher
+        self._fair = fair
+
+    @property
+    def depth(self) -> int:
+        return self._fair.depth
+
+    def set_weights(self, weights: Mapping[str, float]) -> None:
+        self._fair.set_weights(weights)
+
+    async def admit(self, ticket: Ticket, *, interactive_waiting: bool) -> Lease:
+        """A lease on a slot no interactive request wants; waits, without a deadline, for one."""
+        if not interactive_waiting and not self._fair.depth:
+            got = self._dispatcher.pick(self.model, (ticket.route,), background=True)
+            if got is not None:
+                self.admitted += 1
+                return got[1]
+        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
+        entry = self._fair.push((future, ticket.route), ticket.tenant, ticket.priority)
+        if not interactive_waiting:
+            self.dispatch()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self._abandon(entry)
+            raise
+
+    def dispatch(self) -> int:
+        """Hand slots to waiters while the pool has spare ones. Call only when no interactive
+        request waits."""
+        n = 0
+        while (entry := self._fair.peek()) is not None:
+            future, route = entry.item
+            if future.done():  # cancelled; its task has not resumed yet
+                self._fair.remove(entry)
+                continue
+            got = self._dispatcher.pick(self.model, (route,), background=True)
+            if got is None:
+                break
+            self._fair.pop()
+            future.set_result(got[1])
+            n += 1
+        self.admitted += n
+        return n
+
+    def close(self, error: Exception) -> None:
+        """Answer every waiter with `error` (the gateway is shutting down)."""
+        while (entry := self._fair.peek()) is not None:
+            self._fair.remove(entry)
+            if not entry.item[0].done():
+                entry.item[0].set_exception(error)
+
+    def _abandon(self, entry: Entry[Waiting]) -> None:
+        future = entry.item[0]
+        if entry.live:
+            self._fair.remove(entry)
+        elif not future.cancelled() and future.done() and future.exception() is None:
+            # Granted in the same tick as the cancellation: the slot goes back to the pool.
+            future.result().release(None)
