@@ -12,12 +12,13 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import orjson
 from starlette.types import Receive, Scope, Send
 
 from gateway import limits, routing
-from gateway.api import OpenAIProxy, respond_error
+from gateway.api import OpenAIProxy, respond_error, send_json
 from gateway.backends import Backend, Pool
+from gateway.batch import api as batch_api
+from gateway.batch.service import BatchService
 from gateway.config import BackendConfig, GatewayConfig
 from gateway.config_source import ConfigSource
 from gateway.dispatch import Dispatch
@@ -28,7 +29,7 @@ from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.monitor import BackendMonitor, stop_tasks
 from gateway.proxy import Upstream
 from gateway.reload import Reloader, ReloadResult
-from gateway.router import Router, Surface, get, post
+from gateway.router import Route, Router, Surface, get, post
 from gateway.telemetry import Telemetry
 from gateway.types import SIGNALS, Clock, Direction
 
@@ -74,7 +75,20 @@ class Gateway:
             "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
             "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
         }
-        self.router = Router(routes, config.admin, respond_error)
+        self.batches = (
+            BatchService(
+                config.batch,
+                handler=self.proxy,
+                capacity=self.pool.capacity,
+                metrics=self.metrics,
+                clock=self.clock,
+            )
+            if config.batch.enabled
+            else None
+        )
+        batch_routes = batch_api.BatchRoutes(self.batches, config.tenant_for_key())
+        prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
+        self.router = Router(routes, config.admin, respond_error, prefixed)
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend:
         algorithm = limits.create(config.controller.algorithm, config.controller.params, config.sla)
@@ -89,7 +103,9 @@ class Gateway:
             on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
             overdue_after=config.sla.ttft_p90,
         )
-        backend = Backend(bc, limiter, config.health, self.clock)
+        backend = Backend(
+            bc, limiter, config.health, self.clock, interactive_horizon=config.batch.interactive_horizon
+        )
         backend_ref.append(backend)
         return backend
 
@@ -144,6 +160,8 @@ class Gateway:
         self._tasks.append(asyncio.create_task(watch_loop_lag(self.metrics.loop_lag.observe)))
         if self.coordinator is not None:
             self._tasks.append(asyncio.create_task(self.coordinator.run()))
+        if self.batches is not None:
+            await self.batches.start()
         for b in self.pool.backends:
             log.info(
                 "backend %s %s: %s",
@@ -153,6 +171,8 @@ class Gateway:
             )
 
     async def stop(self) -> None:
+        if self.batches is not None:
+            await self.batches.stop()
         await stop_tasks([*self._tasks, *(t for ts in self._watchers.values() for t in ts)])
         self._tasks.clear()
         self._watchers.clear()
@@ -191,6 +211,8 @@ class Gateway:
         if self.stopping:
             return
         self.stopping = True
+        if self.batches is not None:
+            self.batches.begin_shutdown()  # batch lines stay pending for the next start
         self.proxy.stop_admitting()
         queued = sum(q.depth for q in self.dispatch.queues.values())
         for q in self.dispatch.queues.values():
@@ -221,6 +243,8 @@ class Gateway:
         while True:
             await asyncio.sleep(self.config.controller.interval)
             decision = backend.limiter.tick(self.dispatch.queued_for(backend))
+            # Batch lines may wait on a reserve that only time shrinks: look again each tick.
+            self.dispatch.wake(backend)
             if decision.direction is not Direction.HOLD:
                 self.metrics.adjustments.labels(backend.name, decision.direction.value, decision.reason).inc()
                 log.info(
@@ -281,6 +305,7 @@ class Gateway:
         for b in self.pool.backends:
             lim = b.limiter
             m.inflight.labels(b.name).set(lim.inflight)
+            m.batch_inflight.labels(b.name).set(b.background_inflight)
             m.limit.labels(b.name).set(lim.limit)
             m.ceiling.labels(b.name).set(lim.ceiling)
             m.floor.labels(b.name).set(lim.floor)
@@ -310,6 +335,8 @@ class Gateway:
         for model, q in self.dispatch.queues.items():
             m.queue_depth.labels(model).set(q.depth)
             m.capacity_exhausted.labels(model).set(1 if self.dispatch.capacity_exhausted(model) else 0)
+        if self.batches is not None:
+            self.batches.progress.refresh_gauges()
         if self.coordinator is not None and m.coordination_up and m.coordination_replicas:
             m.coordination_up.set(1 if self.coordinator.fallback.shared else 0)
             m.coordination_replicas.set(self.coordinator.fallback.replicas)
@@ -327,6 +354,7 @@ class Gateway:
                 for model, q in self.dispatch.queues.items()
             },
             "coordination": self.coordinator.state() if self.coordinator is not None else None,
+            "batches": None if self.batches is None else self.batches.state(),
         }
 
     def _prefix_state(self, backend: Backend) -> dict[str, object]:
@@ -345,13 +373,6 @@ class Gateway:
 
 def _ratio(part: float, whole: float) -> float | None:
     return round(part / whole, 4) if whole else None
-
-
-async def send_json(send: Send, status: int, payload: object) -> None:
-    await send(
-        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
-    )
-    await send({"type": "http.response.body", "body": orjson.dumps(payload)})
 
 
 def create_app(

@@ -30,6 +30,11 @@ def _add_gateway_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--queue-timeout", type=float, metavar="SECONDS", help="longest a request may wait in the queue"
     )
+    p.add_argument(
+        "--data-dir",
+        metavar="PATH",
+        help="directory for the Files and Batches API's database and files (config batch.data_dir)",
+    )
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 
@@ -100,6 +105,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
     if queue:
         out["queue"] = queue
+    if args.data_dir is not None:
+        out["batch"] = {"data_dir": args.data_dir}
     return out
 
 

@@ -1,12 +1,14 @@
 """`llm-gateway demo`: two simulated vLLM servers and the gateway in front of them, in one process.
 
 The default profile models Gemma-3-4B on an RTX 4080: an 11,824-token KV cache that a modest
-load test fills, so the controller, the queue and the alerts all have something to do.
+load test fills, so the controller, the queue and the alerts all have something to do. The Files and
+Batches API keeps its state in a temporary directory (removed at exit) unless `--data-dir` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 from typing import Any
 
 from gateway.app import create_app
@@ -47,6 +49,7 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     profile = get_profile(args.profile)
     model = args.model or profile.model
     sims: list[SimServer] = []
+    scratch = tempfile.TemporaryDirectory(prefix="llm-gateway-demo-")
     try:
         for i, port in enumerate(BACKEND_PORTS):
             sim_config = SimConfig(profile=profile.override({"seed": profile.seed + i}), model=model)
@@ -58,9 +61,10 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
                 sim = SimServer(sim_config, port=0)
                 await sim.start()
             sims.append(sim)
+        base = {"backends": [s.url for s in sims], "shutdown_grace": 5.0, "batch": {"data_dir": scratch.name}}
         try:
-            # The flags set listen, sla, controller and queue, never backends.
-            config = parse_config({"backends": [s.url for s in sims], "shutdown_grace": 5.0, **overrides})
+            # The flags set listen, sla, controller, queue and batch, never backends.
+            config = parse_config({**base, **overrides})
         except ConfigError as exc:
             for problem in exc.problems:
                 print(f"llm-gateway: {problem}")
@@ -70,6 +74,7 @@ async def _run(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     finally:
         for sim in sims:
             await sim.stop()
+        scratch.cleanup()
     return 0
 
 

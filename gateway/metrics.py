@@ -223,6 +223,28 @@ class Metrics:
             ["backend"],
             registry=r,
         )
+        self.batch_inflight = Gauge(
+            "gateway_batch_inflight_requests",
+            "Batch lines dispatched to a backend and not yet finished (part of gateway_inflight_requests).",
+            ["backend"],
+            registry=r,
+        )
+        self.batches = Gauge("gateway_batches", "Batches (Batch API) by status.", ["status"], registry=r)
+        self.batch_lines = Counter(
+            "gateway_batch_lines",
+            "Batch lines answered, by outcome (completed: 2xx; failed: any other answer, or none).",
+            ["outcome"],
+            registry=r,
+        )
+        self.batch_lines_pending = Gauge(
+            "gateway_batch_lines_pending", "Lines of unfinished batches not answered yet.", registry=r
+        )
+        self.batch_tokens = Counter(
+            "gateway_batch_tokens",
+            "Tokens of answered batch lines, by kind (prompt, completion); rate() is batch tokens/s.",
+            ["kind"],
+            registry=r,
+        )
         self._mirrored: dict[tuple[str, str], float] = {}
 
     def mirror(self, counter: Counter, label: str, total: float) -> None:

@@ -8,6 +8,8 @@ COUNTERS = (
     "gateway_requests_total",
     "gateway_rejected_requests_total",
     "gateway_controller_adjustments_total",
+    "gateway_batch_lines_total",
+    "gateway_batch_tokens_total",
 )
 GAUGES = (
     "gateway_queue_depth",
@@ -25,6 +27,9 @@ GAUGES = (
     "gateway_capacity_exhausted",
     "gateway_coordination_up",
     "gateway_coordination_replicas",
+    "gateway_batches",
+    "gateway_batch_lines_pending",
+    "gateway_batch_inflight_requests",
 )
 HISTOGRAMS = (
     "gateway_queue_wait_seconds",
