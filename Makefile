@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots bench-abuse bench-routing
+	bench-coordination bench-slots bench-abuse bench-routing bench-batch
 
 setup: $(STAMP)
 
@@ -170,3 +170,10 @@ bench-abuse: setup
 ROUTING_ARGS ?=
 bench-routing: setup
 	$(BIN)/python -m loadtests.bench_routing --out $(RESULTS)/routing $(DOCS_ARG) $(ROUTING_ARGS)
+
+# Seed 004's 5,000-line batch: throughput against a direct closed loop, beside interactive
+# traffic, and a 50,000-line batch's memory (about an hour at speed 4; docs/benchmarks.md).
+# make bench-batch BATCH_ARGS='--lines 1000 --repeats 1 --memory-lines 5000'
+BATCH_ARGS ?=
+bench-batch: setup
+	$(BIN)/python -m loadtests.bench_batch $(BATCH_ARGS)
