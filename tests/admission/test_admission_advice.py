@@ -1,0 +1,52 @@
+"""RetryAdvice: returns booked a slot apart at a firm rate, spread over the timeout without one."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.admission.advice import RetryAdvice, van_der_corput
+from gateway.admission.rejection import SDK_MAX_RETRY_AFTER
+
+
+def test_van_der_corput_mirrors_the_binary_digits() -> None:
+    assert [van_der_corput(k) for k in range(1, 8)] == [0.5, 0.25, 0.75, 0.125, 0.625, 0.375, 0.875]
+    with pytest.raises(ValueError):
+        van_der_corput(0)
+
+
+def test_any_number_of_unmeasured_refusals_is_spread_evenly_over_the_horizon() -> None:
+    advice = RetryAdvice(floor=1.0, horizon=30.0)
+    for n in (3, 100, 5000):
+        values = sorted(advice.spread() for _ in range(n))
+        assert values[0] > 1.0 and values[-1] < 30.0
+        # Each tenth of the horizon gets about a tenth of the returns.
+        for i in range(10):
+            lo, hi = 1.0 + 2.9 * i, 1.0 + 2.9 * (i + 1)
+            share = sum(lo <= v < hi for v in values) / n
+            assert share == pytest.approx(0.1, abs=max(0.02, 1.0 / n))
+
+
+def test_the_unmeasured_horizon_is_never_beyond_what_the_sdk_waits_for() -> None:
+    advice = RetryAdvice(floor=1.0, horizon=600.0)
+    assert advice.horizon == SDK_MAX_RETRY_AFTER
+    assert max(advice.spread() for _ in range(1000)) < SDK_MAX_RETRY_AFTER
+
+
+def test_returns_are_booked_one_slot_apart_at_the_drain_rate() -> None:
+    advice = RetryAdvice(floor=1.0, horizon=30.0)
+    first = advice.booked(100.0, 5.0, rate=4.0)
+    assert first == 5.0  # nothing booked: its own wait
+    later = [advice.booked(100.0, 5.0, rate=4.0) for _ in range(3)]
+    assert later == pytest.approx([5.25, 5.5, 5.75])
+    # A client whose own wait is longer than the bookings goes by its wait.
+    assert advice.booked(100.0, 20.0, rate=4.0) == 20.0
+    # Bookings in the past lapse: a minute later only the client's wait counts.
+    assert advice.booked(160.0, 2.0, rate=4.0) == 2.0
+
+
+def test_advice_beyond_the_sdk_wait_books_nothing() -> None:
+    advice = RetryAdvice(floor=1.0, horizon=30.0)
+    assert advice.booked(0.0, SDK_MAX_RETRY_AFTER + 30, rate=1.0) == SDK_MAX_RETRY_AFTER + 30
+    # That client was told not to retry: it holds no slot, the next one is not pushed behind it.
+    assert advice.booked(0.0, 3.0, rate=1.0) == 3.0
+    assert advice.booked(0.0, 3.0, rate=1.0) == 4.0
