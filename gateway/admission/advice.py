@@ -2,21 +2,25 @@
 
 Every refused client comes back (the OpenAI SDK retries twice, waiting what it is told), so telling
 a burst of them one wait brings them back together, to be refused together again, and the SDK's
-attempts run out. The advice therefore spreads the returns, in one of two ways:
+attempts run out. So the returns are booked one slot apart at the measured drain rate r: the n-th
+refusal of a burst is told max(its own wait, previous booking + 1 / r), which is when a slot would
+be free for it if everyone told earlier returned on time. The bookings of the next T seconds never
+exceed what the backends drain in T (r x T), and the last of a burst is told about the time it
+takes to serve the burst. Only clients that will return hold a booking; bookings in the past lapse
+by themselves.
 
-- With a firm drain rate r (see `drain.py`), returns are booked one slot apart: the n-th refusal in a
-  burst is told max(its own wait, previous booking + 1 / r), which is when a slot would be free for
-  it if everyone told earlier returned on time. So the bookings of the next T seconds never exceed
-  what the backends drain in T (r x T), and the last of a burst is told about the time it takes to
-  serve the burst. Only clients that will return hold a booking: advice beyond what the SDK waits
-  for (`SDK_MAX_RETRY_AFTER`) goes with `x-should-retry: false` and books nothing, and bookings in
-  the past lapse by themselves.
-- Without one (a cold queue, or a rate not yet measured over enough backlog), the one certain
-  bound is the queue's timeout H: every waiter now queued is served or expired within H, so room
-  certainly appears within it. Refusals are spread evenly over [floor, H] by the van der Corput
+How far a booking may reach depends on how much the rate is worth (see `drain.py`):
+- firm: as far as the SDK waits (`SDK_MAX_RETRY_AFTER`); longer advice goes with
+  `x-should-retry: false` and books nothing.
+- measured but not firm: within the horizon H, the queue's timeout. H is the one bound the queue
+  can vouch for without a rate: every waiter now queued is served or expired within it, so room
+  certainly appears within H. A young rate can be several times too low (a cold gateway taking in
+  a burst of thousands dispatches a tenth of what it does seconds later), and a booking past H on
+  it would send clients away for minutes that the backends need seconds for.
+- unknown, or a booking that would pass H: the client is placed in [floor, H] by the van der Corput
   sequence (k-th value: the binary digits of k mirrored behind the point: 1/2, 1/4, 3/4, 1/8, ...),
-  every prefix of which is evenly spread, however many are refused; they are judged again, on
-  firmer evidence, when they return.
+  every prefix of which is evenly spread however many are refused, and is judged again, on firmer
+  evidence, when it returns.
 
 Pure: the clock reading is passed in.
 """
@@ -52,16 +56,22 @@ class RetryAdvice:
         """When the latest client told to come back was booked (clock seconds)."""
         self._spread = 0
 
-    def booked(self, now: float, wait: float, rate: float) -> float:
-        """Seconds until a slot is free for one more refused client, at a firm `rate` > 0."""
-        if not math.isfinite(wait) or rate <= 0:
-            return wait
+    def advise(self, now: float, wait: float | None, rate: float | None, *, firm: bool) -> float:
+        """Seconds until one more refused client should come back.
+
+        `wait` is its own expected wait at `rate` (None when the rate is unknown); `firm` says
+        whether the rate may be trusted beyond the horizon.
+        """
+        if wait is None or rate is None or rate <= 0 or not math.isfinite(wait):
+            return self.spread() if wait is None or not firm else wait
         at = max(now + wait, self._booked + 1.0 / rate)
-        if at - now <= SDK_MAX_RETRY_AFTER:
+        reach = SDK_MAX_RETRY_AFTER if firm else self.horizon
+        if at - now <= reach:
             self._booked = at
-        return at - now
+            return at - now
+        return at - now if firm else self.spread()
 
     def spread(self) -> float:
-        """Seconds within [floor, horizon] for one more client refused without a firm rate."""
+        """Seconds within [floor, horizon] for one more client refused without a usable booking."""
         self._spread += 1
         return self.floor + (self.horizon - self.floor) * van_der_corput(self._spread)

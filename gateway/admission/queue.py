@@ -13,8 +13,8 @@ that rate is firm, a request whose expected wait exceeds its deadline is refused
 `deadline`), and so is a waiter as soon as the rate says its turn will come too late (a burst that
 arrived before the rate was firm); one that waits past its deadline is removed and answered 503
 `queue_timeout`. Until the rate is firm the queue refuses only when full: a cold burst is taken in
-whole and judged on evidence, not on the first second of a gateway busy taking it in. What a
-refused client is told to do is `RetryAdvice`'s job.
+whole and judged on evidence, not on the first second of a gateway busy taking it in. When a
+refused client should come back is `RetryAdvice`'s job.
 
 Expiry uses one loop timer, armed for the earliest deadline, over a heap of deadlines: one handle
 instead of one per waiter, and every expiry decision is taken against the injected clock (the timer
@@ -450,16 +450,14 @@ class AdmissionQueue:
 
     def _reject(self, reason: RejectReason, wait: float | None, message: str) -> Rejected:
         """A refusal with its advice: the default when no backend serves the model (the health
-        checks decide when one does), else a booking at the firm drain rate or an even spread."""
+        checks decide when one does), else what `RetryAdvice` makes of the wait and the rate."""
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
-        now = self._clock()
-        rate = self._drain.rate(now)
         if reason == "no_backend":
             retry_after = self.default_retry_after
-        elif wait is not None and rate is not None and self._drain.firm(now):
-            retry_after = self._advice.booked(now, wait, rate)
         else:
-            retry_after = self._advice.spread()
+            now = self._clock()
+            rate = self._drain.rate(now)
+            retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now))
         return Rejected(reason, retry_after=retry_after, message=message)
 
     def _rate_text(self, now: float) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gateway.admission.advice import RetryAdvice, van_der_corput
@@ -34,19 +36,31 @@ def test_the_unmeasured_horizon_is_never_beyond_what_the_sdk_waits_for() -> None
 
 def test_returns_are_booked_one_slot_apart_at_the_drain_rate() -> None:
     advice = RetryAdvice(floor=1.0, horizon=30.0)
-    first = advice.booked(100.0, 5.0, rate=4.0)
+    first = advice.advise(100.0, 5.0, 4.0, firm=True)
     assert first == 5.0  # nothing booked: its own wait
-    later = [advice.booked(100.0, 5.0, rate=4.0) for _ in range(3)]
+    later = [advice.advise(100.0, 5.0, 4.0, firm=True) for _ in range(3)]
     assert later == pytest.approx([5.25, 5.5, 5.75])
     # A client whose own wait is longer than the bookings goes by its wait.
-    assert advice.booked(100.0, 20.0, rate=4.0) == 20.0
+    assert advice.advise(100.0, 20.0, 4.0, firm=True) == 20.0
     # Bookings in the past lapse: a minute later only the client's wait counts.
-    assert advice.booked(160.0, 2.0, rate=4.0) == 2.0
+    assert advice.advise(160.0, 2.0, 4.0, firm=True) == 2.0
 
 
-def test_advice_beyond_the_sdk_wait_books_nothing() -> None:
+def test_firm_advice_beyond_the_sdk_wait_books_nothing() -> None:
     advice = RetryAdvice(floor=1.0, horizon=30.0)
-    assert advice.booked(0.0, SDK_MAX_RETRY_AFTER + 30, rate=1.0) == SDK_MAX_RETRY_AFTER + 30
+    assert advice.advise(0.0, SDK_MAX_RETRY_AFTER + 30, 1.0, firm=True) == SDK_MAX_RETRY_AFTER + 30
     # That client was told not to retry: it holds no slot, the next one is not pushed behind it.
-    assert advice.booked(0.0, 3.0, rate=1.0) == 3.0
-    assert advice.booked(0.0, 3.0, rate=1.0) == 4.0
+    assert advice.advise(0.0, 3.0, 1.0, firm=True) == 3.0
+    assert advice.advise(0.0, 3.0, 1.0, firm=True) == 4.0
+    assert advice.advise(0.0, math.inf, 0.0, firm=True) == math.inf  # a stalled queue says so
+
+
+def test_a_rate_that_is_not_firm_books_only_within_the_horizon() -> None:
+    """A young rate of 2/s says 100 refused clients need 50 s; it may be far too low, so what
+    would pass the 30 s horizon is spread within it instead."""
+    advice = RetryAdvice(floor=1.0, horizon=30.0)
+    told = [advice.advise(0.0, 1.0, 2.0, firm=False) for _ in range(100)]
+    booked, spread = told[:59], told[59:]
+    assert booked == pytest.approx([1.0 + 0.5 * i for i in range(59)])  # 1.0 ... 30.0
+    assert spread == pytest.approx([1.0 + 29.0 * van_der_corput(k) for k in range(1, 42)])
+    assert advice.advise(0.0, None, None, firm=False) == pytest.approx(1.0 + 29.0 * van_der_corput(42))
