@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import cast
 
 from starlette.types import Receive, Scope, Send
@@ -24,6 +23,7 @@ from gateway.proxy import (
     HOP_BY_HOP,
     Exchange,
     Upstream,
+    UpstreamRefused,
     UpstreamStopped,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -31,8 +31,6 @@ from gateway.proxy import (
 from gateway.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
 from gateway.telemetry import UNKNOWN_MODEL, Telemetry
 from gateway.types import Clock
-
-log = logging.getLogger("gateway.api")
 
 CLIENT_CLOSED = 499
 """Status recorded (never sent) for a request whose client went away."""
@@ -178,8 +176,7 @@ class OpenAIProxy:
                     failed, lease = lease, None
                     failed.release(None)
                     tried.append(failed.target)
-                    if failed.target.record_failure(str(exc)):
-                        log.warning("backend %s ejected: %s", failed.backend, exc)
+                    self._failed(failed.target, str(exc), answered=isinstance(exc, UpstreamRefused))
                     if len(tried) > self._config.retries:
                         status = 504 if isinstance(exc, UpstreamTimeout) else 502
                         raise GatewayError(
@@ -202,7 +199,7 @@ class OpenAIProxy:
             if not result.complete:
                 abort_connection(scope)
             if result.failed:
-                lease.target.record_failure(f"request failed with {status}")
+                self._failed(lease.target, f"request failed with {status}", answered=True)
             elif status < 500:
                 lease.target.record_success()
         except asyncio.CancelledError:
@@ -223,6 +220,13 @@ class OpenAIProxy:
                 self._clock(),
                 result.first_token_at if result is not None else None,
             )
+
+    def _failed(self, backend: Backend, cause: str, *, answered: bool) -> None:
+        """Count a failure toward ejecting `backend`; one that answered stays while it is the last
+        in rotation for a model (see gateway.backends)."""
+        backend.record_failure(
+            cause, may_eject=not (answered and self._dispatch.pool.last_in_rotation(backend))
+        )
 
     def _tenant(self, auth: bytes | None) -> str:
         if not self._tenants:

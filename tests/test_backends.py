@@ -1,5 +1,9 @@
 """The pool's choice, rotation and passive ejection, with a hand-driven clock and real limiters."""
 
+import logging
+
+import pytest
+
 from gateway import limits, routing
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
@@ -116,3 +120,22 @@ def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
     free.release(None)
     got = pool.pick("m", [RouteKey(prompt="e" * 3000), None, RouteKey(prompt="d" * 2000 + "fourth")])
     assert got is not None and got[0] == 2 and got[1].backend == first.backend
+
+
+def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4, ("m", "solo")), make(clock, "b", 4, ("m",))
+    pool = Pool([a, b], clock)
+    assert pool.last_in_rotation(a) and not pool.last_in_rotation(b)  # only a serves "solo"
+    for _ in range(5):
+        assert not a.record_failure("answered 500", may_eject=False)
+    assert a.in_rotation(clock.now) and a.consecutive_failures == 5
+    assert not caplog.records
+    a.record_success()
+    b.record_failure("refused")
+    with caplog.at_level(logging.WARNING, logger="gateway.backends"):
+        assert b.record_failure("refused")  # ejections are logged with their cause
+    assert "backend b out of rotation for 1.0 s after 2 consecutive failures; last: refused" in caplog.text
+    assert pool.last_in_rotation(a)
