@@ -67,6 +67,7 @@ class DrainRate:
         fast_tau: float = 1.0,
         fast_events: float = 20.0,
         min_backlog: float = 1.0,
+        min_events: int = 16,
         firm_backlog: float | None = None,
         forget_after: float | None = None,
         now: float = 0.0,
@@ -85,7 +86,9 @@ class DrainRate:
         self.tau = tau
         self.fast_events = fast_events
         self.min_backlog = min_backlog
-        """Backlog seconds to observe before the rate counts as measured."""
+        """Backlog seconds to observe before the rate counts as measured..."""
+        self.min_events = min_events
+        """...or dispatches: a small queue of a fast backend drains before a second has passed."""
         self.firm_backlog = max(firm_backlog, min_backlog)
         self.forget_after = forget_after
         self._slow = _Decaying(tau)
@@ -139,19 +142,27 @@ class DrainRate:
     def rate(self, now: float) -> float | None:
         """Dispatches per second while backlogged.
 
-        None until something was dispatched from the queue and min_backlog seconds were observed
-        (a long first service must not read as a stalled queue), and once the evidence is stale.
+        None until something was dispatched from the queue and min_backlog seconds or min_events
+        dispatches were observed (a long first service must not read as a stalled queue), and once
+        the evidence is stale.
         """
         if not self.events or self._stale(now):
             return None
         backlog = self.backlog(now)
-        if backlog < self.min_backlog or backlog <= 0:
-            return None  # nothing has drained yet: no basis for an estimate
+        if backlog <= 0 or (backlog < self.min_backlog and self.events < self.min_events):
+            return None  # too little has drained yet: no basis for an estimate
         dt = max(0.0, now - self._last) if self._backlogged else 0.0
         slow = self._slow.rate(*self._slow.decayed(dt))
         fs, fw = self._fast.decayed(dt)
         fast = self._fast.rate(fs, fw) if fs >= self.fast_events else 0.0
         return max(slow, fast)
+
+    def until_measured(self, now: float) -> float:
+        """Seconds of backlog still needed before a rate can be given (0 once it is, or while
+        nothing waits)."""
+        if not self._backlogged or self.rate(now) is not None:
+            return 0.0
+        return max(0.0, self.min_backlog - self.backlog(now))
 
     def firm(self, now: float) -> bool:
         """Whether enough backlog stands behind the rate to refuse work on it."""

@@ -168,12 +168,31 @@ class AdmissionQueue:
             if got is not None:
                 self.counters.admitted_fast += 1
                 return got[1]
-        waiter = self._enqueue(ticket)
+        try:
+            waiter = self._enqueue(ticket)
+        except Rejected as refused:
+            raise await self._advised(refused) from None
         try:
             return await waiter.future
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
+
+    async def _advised(self, refused: Rejected) -> Rejected:
+        """A refusal made before any drain rate was measured waits, at most `min_backlog`, for the
+        first one, and is then advised on it: the refused of a cold burst are all turned away in its
+        first instant, when nothing is known yet and the only safe advice is the whole timeout."""
+        hold = self._drain.until_measured(self._clock())
+        if refused.reason == "no_backend" or hold <= 0:
+            return refused
+        await asyncio.sleep(hold)
+        now = self._clock()
+        rate = self._drain.rate(now)
+        if rate is None:
+            return refused
+        wait = self._time_for(self._fair.depth + 1, rate)
+        retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now))
+        return Rejected(refused.reason, retry_after=retry_after, message=refused.message)
 
     def wake(self) -> None:
         """Capacity may have appeared: expire what is overdue, dispatch while slots last, then

@@ -25,6 +25,8 @@ def make(
     clock = clock or FakeClock(1000.0)
     kw.setdefault("max_depth", 100)
     kw.setdefault("timeout", 30.0)
+    # A refusal in a cold queue waits (in real time) until a rate could be measured: keep it short.
+    kw.setdefault("min_backlog", 0.05)
     q = AdmissionQueue("m", pool, clock=clock, **kw)
     pool.queue = q
     return q, pool, clock
