@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots bench-abuse bench-routing
+	bench-coordination bench-slots bench-abuse bench-routing bench-burst
 
 setup: $(STAMP)
 
@@ -170,3 +170,9 @@ bench-abuse: setup
 ROUTING_ARGS ?=
 bench-routing: setup
 	$(BIN)/python -m loadtests.bench_routing --out $(RESULTS)/routing $(DOCS_ARG) $(ROUTING_ARGS)
+
+# A cold burst of 5,000 OpenAI SDK requests (default retries) at a gateway with default settings.
+# make bench-burst BURST_ARGS='--runs 3 --compare /path/to/other/checkout'
+BURST_ARGS ?=
+bench-burst: setup
+	$(BIN)/python -m loadtests.bench_burst $(BURST_ARGS)
