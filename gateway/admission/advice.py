@@ -17,10 +17,10 @@ How far a booking may reach depends on how much the rate is worth (see `drain.py
   certainly appears within H. A young rate can be several times too low (a cold gateway taking in
   a burst of thousands dispatches a tenth of what it does seconds later), and a booking past H on
   it would send clients away for minutes that the backends need seconds for.
-- unknown, or a booking that would pass H: the client is placed in [floor, H] by the van der Corput
-  sequence (k-th value: the binary digits of k mirrored behind the point: 1/2, 1/4, 3/4, 1/8, ...),
-  every prefix of which is evenly spread however many are refused, and is judged again, on firmer
-  evidence, when it returns.
+- unknown, or a booking that would pass H: the k-th such client is placed in [floor, H] at the
+  fraction frac(k / phi) of the way (phi the golden ratio: 0.618, 0.236, 0.854, 0.472, ...), a
+  sequence every stretch of which is evenly spread, however many are refused and whichever of them
+  are advised again later; it is judged again, on firmer evidence, when it returns.
 
 Pure: the clock reading is passed in.
 """
@@ -31,18 +31,14 @@ import math
 
 from gateway.admission.rejection import SDK_MAX_RETRY_AFTER
 
+_INVERSE_PHI = (math.sqrt(5.0) - 1.0) / 2.0
 
-def van_der_corput(k: int) -> float:
-    """The k-th term (k >= 1) of the base-2 van der Corput sequence, in (0, 1)."""
+
+def golden(k: int) -> float:
+    """frac(k / phi): the k-th term (k >= 1) of the golden-ratio sequence, in (0, 1)."""
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
-    value, scale = 0.0, 0.5
-    while k:
-        if k & 1:
-            value += scale
-        k >>= 1
-        scale /= 2
-    return value
+    return (k * _INVERSE_PHI) % 1.0
 
 
 class RetryAdvice:
@@ -74,4 +70,4 @@ class RetryAdvice:
     def spread(self) -> float:
         """Seconds within [floor, horizon] for one more client refused without a usable booking."""
         self._spread += 1
-        return self.floor + (self.horizon - self.floor) * van_der_corput(self._spread)
+        return self.floor + (self.horizon - self.floor) * golden(self._spread)

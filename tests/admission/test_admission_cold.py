@@ -8,6 +8,7 @@ import pytest
 from admission_fakes import FakeClock, FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Rejected, Ticket
+from gateway.admission.advice import golden
 
 
 async def settle() -> None:
@@ -35,7 +36,7 @@ async def test_a_refusal_in_a_cold_queue_waits_for_the_first_measurement_and_is_
     with pytest.raises(Rejected) as err:
         await asyncio.wait_for(refused, 5)
     assert err.value.reason == "queue_full" and err.value.should_retry
-    # Booked at the 50/s just measured, not spread over the 30 s timeout (its first would be 15.5 s).
+    # Booked at the 50/s just measured, not spread over the 30 s timeout (its first would be 18.9 s).
     assert err.value.retry_after < 0.5
     held.release(None)
     assert pool.inflight == 0
@@ -50,6 +51,6 @@ async def test_with_nothing_measured_in_time_the_refused_are_spread_over_the_tim
     await settle()
     with pytest.raises(Rejected) as err:
         await asyncio.wait_for(q.admit(Ticket("a")), 5)
-    assert err.value.retry_after == pytest.approx(1.0 + 29.0 * 0.5)
+    assert err.value.retry_after == pytest.approx(1.0 + 29.0 * golden(1))
     waiter.cancel()
     await settle()

@@ -14,6 +14,7 @@ import pytest
 from admission_fakes import FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from gateway.admission.advice import golden
 from gateway.routing import RouteKey
 from tests.clock import FakeClock
 
@@ -187,7 +188,7 @@ async def test_a_deadline_that_cannot_be_met_is_refused_at_once() -> None:
 
 async def test_full_queue_without_a_firm_rate_spreads_the_refused_over_its_timeout() -> None:
     """Nothing measured: the queue's waiters all leave within its timeout, so the refused are
-    spread evenly between the configured default and the timeout (1/2, 1/4, 3/4 of the way)."""
+    spread evenly between the configured default and the timeout (0.618, 0.236, 0.854 of the way)."""
     q, _, _ = make(capacity=0, max_depth=2, default_retry_after=1.5, timeout=30.0)
     [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(2)]
     await settle()
@@ -198,7 +199,7 @@ async def test_full_queue_without_a_firm_rate_spreads_the_refused_over_its_timeo
         assert (err.value.status, err.value.reason) == (429, "queue_full")
         assert err.value.should_retry
         advice.append(err.value.retry_after)
-    assert advice == pytest.approx([1.5 + 28.5 * f for f in (0.5, 0.25, 0.75)])
+    assert advice == pytest.approx([1.5 + 28.5 * golden(k) for k in (1, 2, 3)])
 
 
 async def test_full_queue_that_drains_too_slowly_says_do_not_retry() -> None:
