@@ -42,32 +42,36 @@ def golden(k: int) -> float:
 
 
 class RetryAdvice:
-    def __init__(self, *, floor: float, horizon: float) -> None:
-        if not 0 < floor < math.inf or not 0 < horizon < math.inf:
-            raise ValueError(f"floor and horizon must be finite and > 0, got {floor!r}, {horizon!r}")
-        self.floor = min(floor, horizon)
-        self.horizon = min(horizon, SDK_MAX_RETRY_AFTER)
-        """Longest advice given without a firm rate; never more than the SDK waits for."""
+    def __init__(self, *, floor: float) -> None:
+        if not 0 < floor < math.inf:
+            raise ValueError(f"floor must be finite and > 0, got {floor!r}")
+        self.floor = floor
+        """Shortest advice given without a rate."""
         self._booked = -math.inf
         """When the latest client told to come back was booked (clock seconds)."""
         self._spread = 0
 
-    def advise(self, now: float, wait: float | None, rate: float | None, *, firm: bool) -> float:
+    def advise(
+        self, now: float, wait: float | None, rate: float | None, *, firm: bool, horizon: float
+    ) -> float:
         """Seconds until one more refused client should come back.
 
         `wait` is its own expected wait at `rate` (None when the rate is unknown); `firm` says
-        whether the rate may be trusted beyond the horizon.
+        whether the rate may be trusted beyond `horizon` (the queue's timeout).
         """
         if wait is None or rate is None or rate <= 0 or not math.isfinite(wait):
-            return self.spread() if wait is None or not firm else wait
+            return self.spread(horizon) if wait is None or not firm else wait
         at = max(now + wait, self._booked + 1.0 / rate)
-        reach = SDK_MAX_RETRY_AFTER if firm else self.horizon
+        reach = SDK_MAX_RETRY_AFTER if firm else min(horizon, SDK_MAX_RETRY_AFTER)
         if at - now <= reach:
             self._booked = at
             return at - now
-        return at - now if firm else self.spread()
+        return at - now if firm else self.spread(horizon)
 
-    def spread(self) -> float:
-        """Seconds within [floor, horizon] for one more client refused without a usable booking."""
+    def spread(self, horizon: float) -> float:
+        """Seconds within [floor, horizon] (horizon at most what the SDK waits for) for one more
+        client refused without a usable booking."""
+        top = min(horizon, SDK_MAX_RETRY_AFTER)
+        low = min(self.floor, top)
         self._spread += 1
-        return self.floor + (self.horizon - self.floor) * golden(self._spread)
+        return low + (top - low) * golden(self._spread)

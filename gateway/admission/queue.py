@@ -117,7 +117,7 @@ class AdmissionQueue:
         self._on_change = on_change
         self._fair: FairQueue[_Waiter] = FairQueue(tenant_weights)
         self._drain = DrainRate(tau=drain_tau, min_backlog=min_backlog, now=clock())
-        self._advice = RetryAdvice(floor=default_retry_after, horizon=timeout)
+        self._advice = RetryAdvice(floor=default_retry_after)
         self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0.0
@@ -191,7 +191,7 @@ class AdmissionQueue:
         if rate is None:
             return refused
         wait = self._time_for(self._fair.depth + 1, rate)
-        retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now))
+        retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now), horizon=self.timeout)
         return Rejected(refused.reason, retry_after=retry_after, message=refused.message)
 
     def wake(self) -> None:
@@ -476,7 +476,9 @@ class AdmissionQueue:
         else:
             now = self._clock()
             rate = self._drain.rate(now)
-            retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now))
+            retry_after = self._advice.advise(
+                now, wait, rate, firm=self._drain.firm(now), horizon=self.timeout
+            )
         return Rejected(reason, retry_after=retry_after, message=message)
 
     def _rate_text(self, now: float) -> str:

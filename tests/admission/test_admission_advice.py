@@ -19,9 +19,9 @@ def test_the_golden_ratio_sequence() -> None:
 @pytest.mark.parametrize("skip", [1, 2, 3])
 def test_any_number_of_unmeasured_refusals_is_spread_evenly_over_the_horizon(skip: int) -> None:
     """Also when every other (or third) value goes to clients advised again later."""
-    advice = RetryAdvice(floor=1.0, horizon=30.0)
+    advice = RetryAdvice(floor=1.0)
     for n in (3, 100, 5000):
-        values = sorted([advice.spread() for _ in range(n * skip)][::skip])
+        values = sorted([advice.spread(30.0) for _ in range(n * skip)][::skip])
         assert values[0] > 1.0 and values[-1] < 30.0
         # Each tenth of the horizon gets about a tenth of the returns.
         for i in range(10):
@@ -31,38 +31,40 @@ def test_any_number_of_unmeasured_refusals_is_spread_evenly_over_the_horizon(ski
 
 
 def test_the_unmeasured_horizon_is_never_beyond_what_the_sdk_waits_for() -> None:
-    advice = RetryAdvice(floor=1.0, horizon=600.0)
-    assert advice.horizon == SDK_MAX_RETRY_AFTER
-    assert max(advice.spread() for _ in range(1000)) < SDK_MAX_RETRY_AFTER
+    advice = RetryAdvice(floor=1.0)
+    told = [advice.spread(600.0) for _ in range(1000)]
+    assert SDK_MAX_RETRY_AFTER * 0.99 < max(told) < SDK_MAX_RETRY_AFTER
 
 
 def test_returns_are_booked_one_slot_apart_at_the_drain_rate() -> None:
-    advice = RetryAdvice(floor=1.0, horizon=30.0)
-    first = advice.advise(100.0, 5.0, 4.0, firm=True)
+    advice = RetryAdvice(floor=1.0)
+    first = advice.advise(100.0, 5.0, 4.0, firm=True, horizon=30.0)
     assert first == 5.0  # nothing booked: its own wait
-    later = [advice.advise(100.0, 5.0, 4.0, firm=True) for _ in range(3)]
+    later = [advice.advise(100.0, 5.0, 4.0, firm=True, horizon=30.0) for _ in range(3)]
     assert later == pytest.approx([5.25, 5.5, 5.75])
     # A client whose own wait is longer than the bookings goes by its wait.
-    assert advice.advise(100.0, 20.0, 4.0, firm=True) == 20.0
+    assert advice.advise(100.0, 20.0, 4.0, firm=True, horizon=30.0) == 20.0
     # Bookings in the past lapse: a minute later only the client's wait counts.
-    assert advice.advise(160.0, 2.0, 4.0, firm=True) == 2.0
+    assert advice.advise(160.0, 2.0, 4.0, firm=True, horizon=30.0) == 2.0
 
 
 def test_firm_advice_beyond_the_sdk_wait_books_nothing() -> None:
-    advice = RetryAdvice(floor=1.0, horizon=30.0)
-    assert advice.advise(0.0, SDK_MAX_RETRY_AFTER + 30, 1.0, firm=True) == SDK_MAX_RETRY_AFTER + 30
+    advice = RetryAdvice(floor=1.0)
+    assert (
+        advice.advise(0.0, SDK_MAX_RETRY_AFTER + 30, 1.0, firm=True, horizon=30.0) == SDK_MAX_RETRY_AFTER + 30
+    )
     # That client was told not to retry: it holds no slot, the next one is not pushed behind it.
-    assert advice.advise(0.0, 3.0, 1.0, firm=True) == 3.0
-    assert advice.advise(0.0, 3.0, 1.0, firm=True) == 4.0
-    assert advice.advise(0.0, math.inf, 0.0, firm=True) == math.inf  # a stalled queue says so
+    assert advice.advise(0.0, 3.0, 1.0, firm=True, horizon=30.0) == 3.0
+    assert advice.advise(0.0, 3.0, 1.0, firm=True, horizon=30.0) == 4.0
+    assert advice.advise(0.0, math.inf, 0.0, firm=True, horizon=30.0) == math.inf  # a stalled queue says so
 
 
 def test_a_rate_that_is_not_firm_books_only_within_the_horizon() -> None:
     """A young rate of 2/s says 100 refused clients need 50 s; it may be far too low, so what
     would pass the 30 s horizon is spread within it instead."""
-    advice = RetryAdvice(floor=1.0, horizon=30.0)
-    told = [advice.advise(0.0, 1.0, 2.0, firm=False) for _ in range(100)]
+    advice = RetryAdvice(floor=1.0)
+    told = [advice.advise(0.0, 1.0, 2.0, firm=False, horizon=30.0) for _ in range(100)]
     booked, spread = told[:59], told[59:]
     assert booked == pytest.approx([1.0 + 0.5 * i for i in range(59)])  # 1.0 ... 30.0
     assert spread == pytest.approx([1.0 + 29.0 * golden(k) for k in range(1, 42)])
-    assert advice.advise(0.0, None, None, firm=False) == pytest.approx(1.0 + 29.0 * golden(42))
+    assert advice.advise(0.0, None, None, firm=False, horizon=30.0) == pytest.approx(1.0 + 29.0 * golden(42))
