@@ -22,6 +22,7 @@ NUMBERS = {
     "queue": ["max_depth", "timeout"],
     "timeouts": ["connect", "first_byte", "idle"],
     "health": ["interval", "failure_threshold", "backoff_initial", "backoff_max"],
+    "state": ["lease_seconds", "timeout"],
     "": ["max_body_bytes", "retries", "shutdown_grace"],
 }
 BACKEND = ["min_concurrency", "max_concurrency"]

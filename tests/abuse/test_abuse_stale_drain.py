@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
-from tests.admission.admission_fakes import FakeClock, FakePool
+from tests.admission.admission_fakes import FakePool
+from tests.clock import FakeClock
 
 
 async def settle() -> None:

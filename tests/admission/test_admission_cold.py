@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from admission_fakes import FakeClock, FakeLease, FakePool
+from admission_fakes import FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Rejected, Ticket
 from gateway.admission.advice import golden
+from tests.clock import FakeClock
 
 
 async def settle() -> None:
