@@ -10,13 +10,6 @@ import openai
 import pytest
 
 from tests.procs import Proc, spawn_gateway
-from tests.recording_backend import recording_backend
-
-
-@pytest.fixture(scope="module")
-def recorder() -> Iterator[ThreadingHTTPServer]:
-    with recording_backend() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,6 @@ import pytest
 
 from gateway.request import MAX_REQUEST_ID
 from tests.procs import Proc, spawn_gateway
-from tests.recording_backend import recording_backend
-
-
-@pytest.fixture(scope="module")
-def recorder() -> Iterator[ThreadingHTTPServer]:
-    with recording_backend() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
