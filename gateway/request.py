@@ -21,6 +21,7 @@ Priority: `x-priority` may lower a request's priority or choose within what its 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from gateway.routing import RouteKey
 MAX_MODEL_CHARS = 256
 MAX_REQUEST_ID = 128
 _MAX_LENGTH_DIGITS = 19
+_REQUEST_ID = re.compile(rb"[!-~]{1,%d}" % MAX_REQUEST_ID)
 
 
 @dataclass(slots=True)
@@ -80,9 +82,7 @@ def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes])
 
 def client_request_id(value: bytes) -> str | None:
     """The client's request id if it is one worth keeping (short, visible ASCII), else None."""
-    if 0 < len(value) <= MAX_REQUEST_ID and all(0x21 <= c <= 0x7E for c in value):
-        return value.decode("ascii")
-    return None
+    return value.decode("ascii") if _REQUEST_ID.fullmatch(value) else None
 
 
 def dropped_headers(
