@@ -14,11 +14,12 @@ continuous form of an EWMA, as in the Unix load average):
 
 A steady rate r gives s -> r * tau. w is the weight the window has actually had, so the first
 seconds are not biased towards zero (the same correction as Adam's bias correction, Kingma and Ba
-2015). Bursts of dispatches at one instant simply add to s.
+2015). Bursts of dispatches at one instant simply add to s. The rate counts as measured once
+`min_backlog` seconds of backlog or `min_events` dispatches stand behind it.
 
 Two such estimates run side by side, a slow one (tau, 10 s) and a fast one (fast_tau, 1 s), and the
 rate is the larger of the two, the fast one counting only while it stands on `fast_events`
-dispatches (fewer make it noise). The fast one follows a rise within a second: a cold gateway
+dispatches (fewer make it noise). The fast one follows a rise within seconds: a cold gateway
 doubles its limits every tick, and taking in a large burst slows its own dispatching for seconds,
 after which the backends drain several times what the slow average of those seconds says. The slow
 one keeps a short stall (one late response) from reading as an outage.
