@@ -46,6 +46,8 @@ class Reader(Protocol):
         exclusive: bool = False,
     ) -> Any: ...
 
+    def seconds(self, data: Mapping[str, Any], key: str, default: float, path: str) -> float: ...
+
     def secret(self, data: Mapping[str, Any], key: str, path: str) -> str | None: ...
 
 
@@ -82,7 +84,7 @@ LISTEN_KEYS = {
 def parse_listen_limits(r: Reader, listen: Mapping[str, Any]) -> ListenLimits:
     d = ListenLimits()
     seconds = {
-        key: float(r.number(listen, key, getattr(d, key), "listen.", exclusive=True))
+        key: r.seconds(listen, key, getattr(d, key), "listen.")
         for key in ("header_timeout", "write_timeout", "keep_alive_timeout")
     }
     return ListenLimits(

@@ -36,6 +36,9 @@ from gateway.admission.rejection import Rejected, RejectReason
 from gateway.routing import RouteKey
 from gateway.types import Clock, Sample
 
+_NOT_DRAIN_BOUND: frozenset[RejectReason] = frozenset({"no_backend", "shutting_down"})
+"""Refusals whose retry advice does not depend on how fast this queue drains."""
+
 
 class Lease(Protocol):
     backend: str
@@ -183,7 +186,7 @@ class AdmissionQueue:
         first one, and is then advised on it: the refused of a cold burst are all turned away in its
         first instant, when nothing is known yet and the only safe advice is the whole timeout."""
         hold = self._drain.until_measured(self._clock())
-        if refused.reason == "no_backend" or hold <= 0:
+        if refused.reason in _NOT_DRAIN_BOUND or hold <= 0:
             return refused
         await asyncio.sleep(hold)
         now = self._clock()
@@ -469,9 +472,10 @@ class AdmissionQueue:
 
     def _reject(self, reason: RejectReason, wait: float | None, message: str) -> Rejected:
         """A refusal with its advice: the default when no backend serves the model (the health
-        checks decide when one does), else what `RetryAdvice` makes of the wait and the rate."""
+        checks decide when one does) or the gateway is shutting down (another process or replica
+        answers the retry), else what `RetryAdvice` makes of the wait and the rate."""
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
-        if reason == "no_backend":
+        if reason in _NOT_DRAIN_BOUND:
             retry_after = self.default_retry_after
         else:
             now = self._clock()
