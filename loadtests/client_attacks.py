@@ -7,20 +7,22 @@ for each answer, so a benchmark can run it beside a watcher of the gateway's mem
   series of its own, before unknown models were counted under one label);
 - `oversized_names`: 1 MB model names and 16 KB request ids (both were echoed back);
 - `sdk_bursts`: cold bursts of concurrent OpenAI SDK requests with default retries, one after the
-  other (`loadtests.burst`).
+  other, each from a child process (`loadtests.burst`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
-from loadtests.burst import sdk_burst
-
 Count = Callable[[str], None]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def unknown_models(base_url: str, stop: asyncio.Event, count: Count, concurrency: int = 8) -> None:
@@ -46,6 +48,28 @@ async def oversized_names(base_url: str, stop: asyncio.Event, count: Count) -> N
 
 
 async def sdk_bursts(base_url: str, stop: asyncio.Event, count: Count, *, model: str, n: int = 5000) -> None:
+    """Bursts one after the other, each sent by a child process (`python -m loadtests.burst`) so the
+    5,000 clients do not share an event loop with whatever measures the gateway meanwhile."""
     while not stop.is_set():
-        result = await sdk_burst(base_url, n, model)
-        count(f"burst: {result.served} of {result.requests} served in {result.attempts} attempts")
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "loadtests.burst",
+            base_url,
+            model,
+            "--requests",
+            str(n),
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, _ = await child.communicate()
+        finally:
+            if child.returncode is None:  # cancelled: the burst ends with the attack
+                child.kill()
+                await child.wait()
+        if child.returncode != 0:
+            count(f"burst: client exited {child.returncode}")
+            return
+        s = json.loads(out)
+        count(f"burst: {s['served']} of {s['requests']} served in {s['attempts']} attempts, {s['seconds']} s")
