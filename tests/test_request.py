@@ -47,7 +47,15 @@ bodies = st.one_of(
     ).map(encoded),
 )
 header_names = st.sampled_from(
-    [b"content-length", b"authorization", b"x-request-id", b"x-priority", b"x-queue-timeout", b"cookie"]
+    [
+        b"content-length",
+        b"authorization",
+        b"x-request-id",
+        b"x-priority",
+        b"x-queue-timeout",
+        b"x-session-id",
+        b"cookie",
+    ]
 ) | st.binary(min_size=1, max_size=16)
 headers = st.lists(st.tuples(header_names, st.binary(max_size=300)), max_size=12)
 
@@ -67,13 +75,14 @@ def assert_openai_shaped(err: GatewayError) -> None:
 @given(bodies)
 def test_any_body_is_a_model_or_an_openai_error(body: bytes) -> None:
     try:
-        model, streaming = parse_request(body)
+        model, streaming, route = parse_request(body, session="s")
     except GatewayError as err:
         assert err.status == 400
         assert_openai_shaped(err)
     else:
         assert isinstance(model, str) and 0 < len(model) <= MAX_MODEL_CHARS
         assert isinstance(streaming, bool)
+        assert all(isinstance(h, int) for h in route.chunks)  # routing reads any prompt it is given
 
 
 @settings(max_examples=400, deadline=None)
@@ -96,7 +105,7 @@ def test_any_headers_read_or_give_an_openai_error(raw: list[tuple[bytes, bytes]]
 
 
 def test_a_model_name_is_bounded() -> None:
-    assert parse_request(orjson.dumps({"model": "m" * MAX_MODEL_CHARS})) == ("m" * MAX_MODEL_CHARS, False)
+    assert parse_request(orjson.dumps({"model": "m" * MAX_MODEL_CHARS}))[:2] == ("m" * MAX_MODEL_CHARS, False)
     with pytest.raises(GatewayError) as err:
         parse_request(orjson.dumps({"model": "m" * (MAX_MODEL_CHARS + 1), "stream": True}))
     assert (err.value.status, err.value.code, err.value.param) == (400, "model_too_long", "model")
