@@ -119,7 +119,10 @@ class AdmissionQueue:
         self._clock = clock
         self._on_change = on_change
         self._fair: FairQueue[_Waiter] = FairQueue(tenant_weights)
-        self._drain = DrainRate(tau=drain_tau, min_backlog=min_backlog, now=clock())
+        # A queue shorter than the dispatches a rate needs would drain before it could be measured.
+        self._drain = DrainRate(
+            tau=drain_tau, min_backlog=min_backlog, min_events=max(1, min(16, max_depth)), now=clock()
+        )
         self._advice = RetryAdvice(floor=default_retry_after)
         self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._timer: asyncio.TimerHandle | None = None

@@ -59,11 +59,11 @@ def test_firm_advice_beyond_the_sdk_wait_books_nothing() -> None:
     assert advice.advise(0.0, math.inf, 0.0, firm=True, horizon=30.0) == math.inf  # a stalled queue says so
 
 
-def test_a_rate_that_is_not_firm_books_only_within_the_horizon() -> None:
-    """A young rate of 2/s says 100 refused clients need 50 s; it may be far too low, so what
-    would pass the 30 s horizon is spread within it instead."""
+def test_a_rate_that_is_not_firm_books_at_half_of_it_and_only_within_the_horizon() -> None:
+    """A young rate of 4/s says 100 refused clients need 25 s; it may be off by half either way, so
+    returns are booked at 2/s, and what would pass the 30 s horizon is spread within it instead."""
     advice = RetryAdvice(floor=1.0)
-    told = [advice.advise(0.0, 1.0, 2.0, firm=False, horizon=30.0) for _ in range(100)]
+    told = [advice.advise(0.0, 0.5, 4.0, firm=False, horizon=30.0) for _ in range(100)]
     booked, spread = told[:59], told[59:]
     assert booked == pytest.approx([1.0 + 0.5 * i for i in range(59)])  # 1.0 ... 30.0
     assert spread == pytest.approx([1.0 + 29.0 * golden(k) for k in range(1, 42)])
