@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots bench-abuse bench-routing bench-batch
+	bench-coordination bench-slots bench-abuse bench-routing bench-batch bench-burst
 
 setup: $(STAMP)
 
@@ -177,3 +177,9 @@ bench-routing: setup
 BATCH_ARGS ?=
 bench-batch: setup
 	$(BIN)/python -m loadtests.bench_batch $(BATCH_ARGS)
+
+# A cold burst of 5,000 OpenAI SDK requests (default retries) at a gateway with default settings.
+# make bench-burst BURST_ARGS='--runs 3 --compare /path/to/other/checkout'
+BURST_ARGS ?=
+bench-burst: setup
+	$(BIN)/python -m loadtests.bench_burst $(BURST_ARGS)

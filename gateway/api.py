@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
-from typing import Any, cast
+from typing import cast
 
 import orjson
 from starlette.types import Receive, Scope, Send
@@ -31,16 +29,15 @@ from gateway.proxy import (
     HOP_BY_HOP,
     Exchange,
     Upstream,
+    UpstreamRefused,
     UpstreamStopped,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from gateway.routing import RouteKey
-from gateway.telemetry import Telemetry
+from gateway.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
+from gateway.telemetry import UNKNOWN_MODEL, Telemetry
 from gateway.tenants import tenant_of
 from gateway.types import Clock
-
-log = logging.getLogger("gateway.api")
 
 BACKGROUND_TENANT = "llm_gateway.background_tenant"
 """Scope key marking an in-process batch-line request; its value is the batch's tenant."""
@@ -75,7 +72,8 @@ class OpenAIProxy:
         """Take a new config (reload): tenants, keys and limits apply to the next request."""
         self._config = config
         self._tenants = config.tenant_for_key()
-        self._priority = {t.name: t.priority for t in config.tenants}
+        self._priority = {t.name: (t.priority, t.priority_limit) for t in config.tenants}
+        self._dropped = dropped_headers(HOP_BY_HOP, config.headers.sensitive, config.headers.passed)
 
     def stop_admitting(self) -> None:
         """Shutdown began: from now on every request is answered 503 `shutting_down`."""
@@ -91,43 +89,24 @@ class OpenAIProxy:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = self._clock()
-        forward: dict[str, str] = {}
-        content_length = -1
-        auth = request_id = priority_header = timeout_header = session = None
-        for raw_name, raw_value in scope["headers"]:
-            if raw_name == b"content-length":
-                content_length = int(raw_value) if raw_value.isdigit() else -1
-            elif raw_name == b"authorization":
-                auth = raw_value
-            elif raw_name == b"x-request-id":
-                request_id = raw_value.decode("latin-1")
-            elif raw_name == b"x-priority":
-                priority_header = raw_value
-            elif raw_name == b"x-queue-timeout":
-                timeout_header = raw_value
-            elif raw_name == b"x-session-id":
-                session = raw_value.decode("latin-1")
-            if raw_name not in HOP_BY_HOP:
-                forward[raw_name.decode("latin-1")] = raw_value.decode("latin-1")
-        request_id = request_id or os.urandom(12).hex()
-        forward["x-request-id"] = request_id
-
+        head = read_head(scope["headers"], self._dropped)
         limit = self._config.max_body_bytes
-        if content_length > limit:
+        if head.content_length > limit:
             raise GatewayError(
                 413,
-                f"request body of {content_length} bytes is over the limit of {limit} bytes",
+                f"request body of {head.content_length} bytes is over the limit of {limit} bytes",
                 "request_too_large",
             )
         body = await read_body(receive, limit)
         background: str | None = scope.get(BACKGROUND_TENANT)
-        tenant = tenant_of(self._tenants, auth) if background is None else background
-        model, streaming, route = parse_request(body, session)
+        tenant = tenant_of(self._tenants, head.auth) if background is None else background
+        model, streaming, route = parse_request(body, head.session)
         pool = self._dispatch.pool
         if not pool.known(model):
             if pool.undiscovered():
-                # Some backend never answered, so "no such model" may not be true yet.
-                self._telemetry.rejected(model, "no_backend")
+                # Some backend never answered, so "no such model" may not be true yet. The name is
+                # the client's: it is counted under one label, not a series of its own.
+                self._telemetry.rejected(UNKNOWN_MODEL, "no_backend")
                 raise GatewayError(
                     503,
                     f"no healthy backend is known to serve `{model}` yet: "
@@ -136,18 +115,21 @@ class OpenAIProxy:
                     retry_after=self._config.health.interval * 2,
                 )
             raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found", param="model")
+        default, maximum = self._priority.get(tenant, (0, 0))
         ticket = Ticket(
             tenant=tenant,
-            priority=self._parse_priority(priority_header, tenant),
-            timeout=_parse_seconds(timeout_header),
-            request_id=request_id,
+            priority=parse_priority(head.priority, default, maximum),
+            timeout=parse_seconds(head.timeout),
+            request_id=head.request_id,
             route=route,
             background=background is not None,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")
             raise shutting_down()
-        await self._admit_and_forward(scope, receive, send, model, streaming, body, forward, ticket, arrived)
+        await self._admit_and_forward(
+            scope, receive, send, model, streaming, body, head.forward, ticket, arrived
+        )
 
     async def _admit_and_forward(
         self,
@@ -207,8 +189,7 @@ class OpenAIProxy:
                     failed, lease = lease, None
                     failed.release(None)
                     tried.append(failed.target)
-                    if failed.target.record_failure(str(exc)):
-                        log.warning("backend %s ejected: %s", failed.backend, exc)
+                    self._failed(failed.target, str(exc), answered=isinstance(exc, UpstreamRefused))
                     if len(tried) > self._config.retries:
                         status = 504 if isinstance(exc, UpstreamTimeout) else 502
                         raise GatewayError(
@@ -233,7 +214,7 @@ class OpenAIProxy:
             if not result.complete:
                 abort_connection(scope)
             if result.failed:
-                lease.target.record_failure(f"request failed with {status}")
+                self._failed(lease.target, f"request failed with {status}", answered=True)
             elif status < 500:
                 lease.target.record_success()
         except asyncio.CancelledError:
@@ -256,15 +237,12 @@ class OpenAIProxy:
                 client_facing=not ticket.background,
             )
 
-    def _parse_priority(self, header: bytes | None, tenant: str) -> int:
-        if header is not None:
-            try:
-                return int(header)
-            except ValueError:
-                raise GatewayError(
-                    400, "x-priority must be an integer", "invalid_priority", param="x-priority"
-                ) from None
-        return self._priority.get(tenant, 0)
+    def _failed(self, backend: Backend, cause: str, *, answered: bool) -> None:
+        """Count a failure toward ejecting `backend`; one that answered stays while it is the last
+        in rotation for a model (see gateway.backends)."""
+        backend.record_failure(
+            cause, may_eject=not (answered and self._dispatch.pool.last_in_rotation(backend))
+        )
 
 
 def shutting_down() -> GatewayError:
@@ -281,23 +259,6 @@ def abort_connection(scope: Scope) -> None:
     abort = scope.get("extensions", {}).get(ABORT)
     if abort is not None:
         abort()
-
-
-def _parse_seconds(header: bytes | None) -> float | None:
-    if header is None:
-        return None
-    try:
-        value = float(header)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise GatewayError(
-            400,
-            "x-queue-timeout must be a positive number of seconds",
-            "invalid_timeout",
-            param="x-queue-timeout",
-        )
-    return value
 
 
 async def _watch_disconnect(receive: Receive, task: asyncio.Task[None], gone: asyncio.Event) -> None:
@@ -325,30 +286,6 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body"):
             return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
-    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
-
-    The routing key keeps references into the parsed body and hashes the prompt only if a routing
-    strategy asks; its session is the `x-session-id` header, else the body's `user`.
-    """
-    payload = json_object(body)
-    model = payload.get("model")
-    if not isinstance(model, str) or not model:
-        raise GatewayError(400, "you must provide a model parameter", "missing_model", param="model")
-    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
-
-
-def json_object(body: bytes) -> dict[str, Any]:
-    """A request body that must be one JSON object, or a 400 in OpenAI's shape."""
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise GatewayError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
-    if not isinstance(payload, dict):
-        raise GatewayError(400, "request body must be a JSON object", "invalid_request")
-    return payload
 
 
 async def respond_error(send: Send, err: GatewayError) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from starlette.types import Receive, Scope, Send
@@ -30,6 +32,7 @@ from gateway.monitor import BackendMonitor, stop_tasks
 from gateway.proxy import Upstream
 from gateway.reload import Reloader, ReloadResult
 from gateway.router import Route, Router, Surface, get, post
+from gateway.supervise import supervise
 from gateway.telemetry import Telemetry
 from gateway.types import SIGNALS, Clock, Direction
 
@@ -157,9 +160,11 @@ class Gateway:
         self._started = True
         for m in monitors:
             self._watch(m, check_first=False)
-        self._tasks.append(asyncio.create_task(watch_loop_lag(self.metrics.loop_lag.observe)))
+        self._tasks.append(
+            self._supervised("event-loop lag watch", partial(watch_loop_lag, self.metrics.loop_lag.observe))
+        )
         if self.coordinator is not None:
-            self._tasks.append(asyncio.create_task(self.coordinator.run()))
+            self._tasks.append(self._supervised("coordination", self.coordinator.run))
         if self.batches is not None:
             await self.batches.start()
         for b in self.pool.backends:
@@ -197,10 +202,15 @@ class Gateway:
         )
 
     def _watch(self, monitor: BackendMonitor, *, check_first: bool) -> None:
+        name = monitor.backend.name
         self._watchers[monitor.backend] = [
-            asyncio.create_task(self._monitor_loop(monitor, check_first)),
-            asyncio.create_task(self._control_loop(monitor.backend)),
+            self._supervised(f"health checks of {name}", partial(self._monitor_loop, monitor, check_first)),
+            self._supervised(f"control loop of {name}", partial(self._control_loop, monitor.backend)),
         ]
+
+    def _supervised(self, what: str, loop: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
+        """A background loop that is logged and started again if it raises (gateway.supervise)."""
+        return asyncio.create_task(supervise(what, loop, clock=self.clock))
 
     @property
     def grace(self) -> float:

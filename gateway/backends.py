@@ -2,6 +2,11 @@
 
 A backend leaves rotation when its health check fails or after `failure_threshold` consecutive failed
 requests (passive ejection); it returns after an exponential backoff once a health check passes.
+Every ejection is logged with its cause. A backend that answers, even with a 5xx, an error in the
+stream or a stream that stops, is not ejected for it while it is the last in rotation for one of its
+models: its answers still reach the clients, while without it every request would get 503
+`no_backend` (at 50% errors, a quarter of the requests did). Failing to connect, or to answer before
+the first-byte timeout, ejects it regardless, and so do failed health checks.
 Choice is late: `pick` runs when a request is about to be dispatched (or, at late binding, when a
 slot frees for the waiters allowed to go next) and asks the routing strategy (gateway.routing) which
 backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to
@@ -20,6 +25,7 @@ runs up to the limit, where vLLM's own queue keeps its KV cache full.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Sequence
 
 from gateway.config import BackendConfig, HealthConfig
@@ -32,6 +38,8 @@ from gateway.window import SlidingMax
 PEAK_GRAIN = 1.0
 """Seconds per high of interactive requests in flight: the hot path keeps only a running max, and
 batch admissions roll it into the horizon's window once per this."""
+
+log = logging.getLogger("gateway.backends")
 
 
 class Backend:
@@ -104,19 +112,27 @@ class Backend:
         self.consecutive_failures = 0
         self.ejections = 0
 
-    def record_failure(self, error: str) -> bool:
+    def record_failure(self, error: str, *, may_eject: bool = True) -> bool:
         """Count a failed request or check; returns True when this failure ejected the backend.
 
         Failures of a backend already out of rotation (its in-flight streams breaking as it dies)
         are not new evidence: counting them would eject it again and double its backoff each time.
+        With `may_eject` False the failure is counted but the backend stays (see the module doc).
         """
         self.last_error = error
         if not self.in_rotation(self._clock()):
             return False
         self.consecutive_failures += 1
-        if self.consecutive_failures < self._health.failure_threshold:
+        if self.consecutive_failures < self._health.failure_threshold or not may_eject:
             return False
         backoff = min(self._health.backoff_max, self._health.backoff_initial * 2.0 ** min(self.ejections, 16))
+        log.warning(
+            "backend %s out of rotation for %.1f s after %d consecutive failures; last: %s",
+            self.name,
+            backoff,
+            self.consecutive_failures,
+            error,
+        )
         self.ejections += 1
         self.ejected_until = self._clock() + backoff
         self.healthy = False
@@ -259,3 +275,9 @@ class Pool:
         return not any(
             model in b.models and b.in_rotation(now) and b.limiter.has_room() for b in self.backends
         )
+
+    def last_in_rotation(self, backend: Backend) -> bool:
+        """True when `backend` is the only one in rotation serving some model it serves."""
+        now = self._clock()
+        others = [b for b in self.backends if b is not backend and b.in_rotation(now)]
+        return any(not any(model in b.models for b in others) for model in backend.models)

@@ -2,6 +2,7 @@
 
 Every problem is collected, not just the first, so `llm-gateway check-config` can print one line each.
 Secrets never need to live in the file: any `api_key` may be given as `api_key_env: NAME` instead.
+Every number must be finite and in its range (see gateway.config_reader).
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from urllib.parse import urlsplit
 import yaml
 
 from gateway.config_batch import BatchConfig, parse_batch
+from gateway.config_reader import MAX_SECONDS, ConfigReader
 from gateway.listen_config import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.types import SLA
+
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+MAX_CONCURRENCY = 65_536
+CREDENTIAL_HEADERS = frozenset(
+    {b"x-api-key", b"api-key", b"cookie", b"openai-organization", b"openai-project"}
+)
+"""Client credentials never forwarded unless `headers.pass` names them (`Authorization` never is)."""
 
 
 class ConfigError(Exception):
@@ -43,8 +52,22 @@ class TenantConfig:
     api_keys: tuple[str, ...] = ()
     weight: float = 1.0
     priority: int = 0
+    max_priority: int | None = None
+    """Highest priority its requests may ask for with x-priority (default: `priority`)."""
     queue_timeout: float | None = None
     """Longest wait in the queue for this tenant's requests (default `queue.timeout`)."""
+
+    @property
+    def priority_limit(self) -> int:
+        return self.priority if self.max_priority is None else self.max_priority
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderConfig:
+    sensitive: tuple[str, ...] = ()
+    """Request headers dropped before forwarding, besides the client credentials always dropped."""
+    passed: tuple[str, ...] = ()
+    """Client credential headers forwarded anyway (`headers.pass`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +143,7 @@ class GatewayConfig:
     health: HealthConfig = field(default_factory=HealthConfig)
     tenants: tuple[TenantConfig, ...] = ()
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    headers: HeaderConfig = field(default_factory=HeaderConfig)
     max_body_bytes: int = 16 * 1024 * 1024
     retries: int = 1
     shutdown_grace: float = 30.0
@@ -130,82 +154,12 @@ class GatewayConfig:
         return {key: t for t in self.tenants for key in t.api_keys}
 
 
-class _Reader:
-    """Pulls typed values out of a nested mapping, recording problems with their dotted paths."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.problems: list[str] = []
-        self.env = env
-
-    def section(self, data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
-        value = data.get(key, {})
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            self.problems.append(f"{path}{key}: must be a mapping")
-            return {}
-        return value
-
-    def unknown(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None:
-        for key in data:
-            if key not in allowed:
-                self.problems.append(f"{path}{key}: unknown key (allowed: {', '.join(sorted(allowed))})")
-
-    def number(
-        self,
-        data: Mapping[str, Any],
-        key: str,
-        default: float,
-        path: str,
-        *,
-        minimum: float = 0.0,
-        integer: bool = False,
-        exclusive: bool = False,
-    ) -> Any:
-        value = data.get(key, default)
-        kind = "an integer" if integer else "a number"
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (integer and not isinstance(value, int))
-        ):
-            self.problems.append(f"{path}{key}: must be {kind}, got {value!r}")
-            return default
-        if value < minimum or (exclusive and value == minimum):
-            sign = ">" if exclusive else ">="
-            self.problems.append(f"{path}{key}: must be {sign} {minimum}, got {value!r}")
-            return default
-        return value
-
-    def optional_seconds(self, data: Mapping[str, Any], key: str, path: str) -> float | None:
-        if data.get(key) is None:
-            return None
-        value = self.number(data, key, 0.0, path, exclusive=True)
-        return float(value) if value else None
-
-    def secret(self, data: Mapping[str, Any], key: str, path: str) -> str | None:
-        """`key: literal` or `key_env: VAR` (read from the environment, which must define it)."""
-        literal = data.get(key)
-        env_name = data.get(f"{key}_env")
-        if literal is not None and env_name is not None:
-            self.problems.append(f"{path}{key}: give either {key} or {key}_env, not both")
-        if env_name is not None:
-            if not isinstance(env_name, str) or env_name not in self.env:
-                self.problems.append(f"{path}{key}_env: environment variable {env_name!r} is not set")
-                return None
-            return self.env[env_name]
-        if literal is not None and not isinstance(literal, str):
-            self.problems.append(f"{path}{key}: must be a string")
-            return None
-        return literal
-
-
 def _backend_name(url: str, index: int) -> str:
     parts = urlsplit(url)
     return parts.netloc or f"backend-{index}"
 
 
-def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
+def _parse_backend(r: ConfigReader, raw: Any, index: int) -> BackendConfig | None:
     path = f"backends[{index}]."
     if isinstance(raw, str):
         raw = {"url": raw}
@@ -223,8 +177,8 @@ def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
         r.problems.append(f"{path}models: must be a list of model names")
         models = []
-    lo = r.number(raw, "min_concurrency", 1, path, minimum=1, integer=True)
-    hi = r.number(raw, "max_concurrency", 256, path, minimum=1, integer=True)
+    lo = r.number(raw, "min_concurrency", 1, path, minimum=1, maximum=MAX_CONCURRENCY, integer=True)
+    hi = r.number(raw, "max_concurrency", 256, path, minimum=1, maximum=MAX_CONCURRENCY, integer=True)
     if lo > hi:
         r.problems.append(f"{path}min_concurrency: {lo} is above max_concurrency {hi}")
     name = raw.get("name") or _backend_name(url, index)
@@ -238,12 +192,14 @@ def _parse_backend(r: _Reader, raw: Any, index: int) -> BackendConfig | None:
     )
 
 
-def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
+def _parse_tenant(r: ConfigReader, raw: Any, index: int) -> TenantConfig | None:
     path = f"tenants[{index}]."
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
         r.problems.append(f"tenants[{index}]: must be a mapping with a 'name'")
         return None
-    r.unknown(raw, {"name", "api_keys", "api_keys_env", "weight", "priority", "queue_timeout"}, path)
+    r.unknown(
+        raw, {"name", "api_keys", "api_keys_env", "weight", "priority", "max_priority", "queue_timeout"}, path
+    )
     keys: list[str] = []
     listed = raw.get("api_keys", [])
     if not isinstance(listed, list) or not all(isinstance(k, str) and k for k in listed):
@@ -259,18 +215,22 @@ def _parse_tenant(r: _Reader, raw: Any, index: int) -> TenantConfig | None:
             r.problems.append(f"{path}api_keys_env: environment variable {var!r} is not set")
         else:
             keys.append(r.env[var])
-    priority = r.number(raw, "priority", 0, path, minimum=-1000, integer=True)
-    weight = r.number(raw, "weight", 1.0, path, exclusive=True)
+    priority = r.number(raw, "priority", 0, path, minimum=MIN_PRIORITY, maximum=MAX_PRIORITY, integer=True)
+    top = None
+    if raw.get("max_priority") is not None:
+        top = r.number(raw, "max_priority", 0, path, minimum=priority, maximum=MAX_PRIORITY, integer=True)
+    weight = r.number(raw, "weight", 1.0, path, exclusive=True, maximum=1e6)
     return TenantConfig(
         name=raw["name"],
         api_keys=tuple(keys),
         weight=float(weight),
         priority=priority,
+        max_priority=top,
         queue_timeout=r.optional_seconds(raw, "queue_timeout", path),
     )
 
 
-def _parse_state(r: _Reader, data: Mapping[str, Any]) -> StateConfig:
+def _parse_state(r: ConfigReader, data: Mapping[str, Any]) -> StateConfig:
     from gateway.coordination.url import parse_redis_url
 
     raw = r.section(data, "state", "")
@@ -281,8 +241,8 @@ def _parse_state(r: _Reader, data: Mapping[str, Any]) -> StateConfig:
             parse_redis_url(url)
         except ValueError as exc:
             r.problems.append(f"state.redis_url: {exc}")
-    lease = float(r.number(raw, "lease_seconds", 10.0, "state.", exclusive=True))
-    timeout = float(r.number(raw, "timeout", 0.5, "state.", exclusive=True))
+    lease = r.seconds(raw, "lease_seconds", 10.0, "state.")
+    timeout = r.seconds(raw, "timeout", 0.5, "state.")
     if timeout >= lease / 3:
         r.problems.append(f"state.timeout: must be below lease_seconds / 3 ({lease / 3:g}), got {timeout:g}")
     namespace = raw.get("namespace", "llm-gateway")
@@ -294,7 +254,7 @@ def _parse_state(r: _Reader, data: Mapping[str, Any]) -> StateConfig:
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""
-    r = _Reader(os.environ if env is None else env)
+    r = ConfigReader(os.environ if env is None else env)
     r.unknown(
         data,
         {
@@ -307,6 +267,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
             "health",
             "tenants",
             "routing",
+            "headers",
             "max_body_bytes",
             "retries",
             "shutdown_grace",
@@ -322,9 +283,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     if not isinstance(host, str) or not host:
         r.problems.append("listen.host: must be a host name or address")
         host = "127.0.0.1"
-    port = r.number(listen, "port", 8080, "listen.", integer=True)
-    if port > 65535:
-        r.problems.append(f"listen.port: must be <= 65535, got {port}")
+    port = r.number(listen, "port", 8080, "listen.", maximum=65535, integer=True)
 
     raw_backends = data.get("backends")
     backends: list[BackendConfig] = []
@@ -353,33 +312,27 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     controller = ControllerConfig(
         algorithm=str(c.get("algorithm", "sla")),
         params=dict(params),
-        interval=float(r.number(c, "interval", 1.0, "controller.", exclusive=True)),
-        window_seconds=float(r.number(c, "window_seconds", 30.0, "controller.", exclusive=True)),
-        min_samples=r.number(c, "min_samples", 20, "controller.", minimum=1, integer=True),
+        interval=r.seconds(c, "interval", 1.0, "controller."),
+        window_seconds=r.seconds(c, "window_seconds", 30.0, "controller."),
+        min_samples=r.number(c, "min_samples", 20, "controller.", minimum=1, maximum=1e6, integer=True),
     )
 
     q = r.section(data, "queue", "")
     r.unknown(q, {"max_depth", "timeout"}, "queue.")
     queue = QueueConfig(
-        max_depth=r.number(q, "max_depth", 1024, "queue.", integer=True),
-        timeout=float(r.number(q, "timeout", 30.0, "queue.", exclusive=True)),
+        max_depth=r.number(q, "max_depth", 1024, "queue.", maximum=1e6, integer=True),
+        timeout=r.seconds(q, "timeout", 30.0, "queue."),
     )
     t = r.section(data, "timeouts", "")
     r.unknown(t, {"connect", "first_byte", "idle"}, "timeouts.")
     timeouts = TimeoutConfig(
         *(
-            float(r.number(t, k, d, "timeouts.", exclusive=True))
+            r.seconds(t, k, d, "timeouts.")
             for k, d in (("connect", 5.0), ("first_byte", 300.0), ("idle", 60.0))
         )
     )
-    h = r.section(data, "health", "")
-    r.unknown(h, {"interval", "failure_threshold", "backoff_initial", "backoff_max"}, "health.")
-    health = HealthConfig(
-        interval=float(r.number(h, "interval", 1.0, "health.", exclusive=True)),
-        failure_threshold=r.number(h, "failure_threshold", 3, "health.", minimum=1, integer=True),
-        backoff_initial=float(r.number(h, "backoff_initial", 1.0, "health.", exclusive=True)),
-        backoff_max=float(r.number(h, "backoff_max", 30.0, "health.", exclusive=True)),
-    )
+    health = _parse_health(r, r.section(data, "health", ""))
+    headers = _parse_headers(r, r.section(data, "headers", ""))
     raw_tenants = data.get("tenants", [])
     tenants: list[TenantConfig] = []
     if not isinstance(raw_tenants, list):
@@ -409,9 +362,12 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         health=health,
         tenants=tuple(tenants),
         routing=routing,
-        max_body_bytes=r.number(data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1, integer=True),
-        retries=r.number(data, "retries", 1, "", integer=True),
-        shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "")),
+        headers=headers,
+        max_body_bytes=r.number(
+            data, "max_body_bytes", 16 * 1024 * 1024, "", minimum=1, maximum=2**30, integer=True
+        ),
+        retries=r.number(data, "retries", 1, "", maximum=100, integer=True),
+        shutdown_grace=float(r.number(data, "shutdown_grace", 30.0, "", maximum=MAX_SECONDS)),
         state=_parse_state(r, data),
         batch=parse_batch(r, data),
     )
@@ -421,7 +377,7 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     return config
 
 
-def _parse_routing(r: _Reader, raw: Mapping[str, Any]) -> RoutingConfig:
+def _parse_routing(r: ConfigReader, raw: Mapping[str, Any]) -> RoutingConfig:
     from gateway.routing import STRATEGIES
 
     r.unknown(raw, {"strategy", "max_imbalance", "lookahead"}, "routing.")
@@ -431,12 +387,41 @@ def _parse_routing(r: _Reader, raw: Mapping[str, Any]) -> RoutingConfig:
         strategy = "prefix"
     return RoutingConfig(
         strategy=strategy,
-        max_imbalance=float(r.number(raw, "max_imbalance", 0.2, "routing.")),
-        lookahead=r.number(raw, "lookahead", 16, "routing.", minimum=1, integer=True),
+        max_imbalance=float(r.number(raw, "max_imbalance", 0.2, "routing.", maximum=1e6)),
+        lookahead=r.number(raw, "lookahead", 16, "routing.", minimum=1, maximum=1e6, integer=True),
     )
 
 
-def _check_algorithm(r: _Reader, config: GatewayConfig) -> None:
+def _parse_health(r: ConfigReader, h: Mapping[str, Any]) -> HealthConfig:
+    r.unknown(h, {"interval", "failure_threshold", "backoff_initial", "backoff_max"}, "health.")
+    health = HealthConfig(
+        interval=r.seconds(h, "interval", 1.0, "health."),
+        failure_threshold=r.number(
+            h, "failure_threshold", 3, "health.", minimum=1, maximum=1e6, integer=True
+        ),
+        backoff_initial=r.seconds(h, "backoff_initial", 1.0, "health."),
+        backoff_max=r.seconds(h, "backoff_max", 30.0, "health."),
+    )
+    if health.backoff_initial > health.backoff_max:
+        r.problems.append(
+            f"health.backoff_initial: {health.backoff_initial:g} is above backoff_max {health.backoff_max:g}"
+        )
+    return health
+
+
+def _parse_headers(r: ConfigReader, h: Mapping[str, Any]) -> HeaderConfig:
+    r.unknown(h, {"sensitive", "pass"}, "headers.")
+    headers = HeaderConfig(
+        sensitive=r.names(h, "sensitive", "headers."), passed=r.names(h, "pass", "headers.")
+    )
+    for name in headers.passed:
+        if name.encode() not in CREDENTIAL_HEADERS:
+            known = ", ".join(sorted(c.decode() for c in CREDENTIAL_HEADERS))
+            r.problems.append(f"headers.pass: {name!r} is not a header the gateway drops ({known})")
+    return headers
+
+
+def _check_algorithm(r: ConfigReader, config: GatewayConfig) -> None:
     from gateway import limits
 
     try:

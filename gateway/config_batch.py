@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from gateway.config import _Reader
+from gateway.config_reader import ConfigReader
 
 OPENAI_MAX_FILE_BYTES = 200 * 1024 * 1024
 """OpenAI's limit on a batch input file (200 MB)."""
@@ -37,7 +36,7 @@ class BatchConfig:
         return self.data_dir is not None
 
 
-def parse_batch(r: _Reader, data: Mapping[str, Any]) -> BatchConfig:
+def parse_batch(r: ConfigReader, data: Mapping[str, Any]) -> BatchConfig:
     raw = r.section(data, "batch", "")
     path = "batch."
     r.unknown(raw, {"data_dir", "max_file_bytes", "max_lines", "max_attempts", "interactive_horizon"}, path)

@@ -22,31 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-
-class Reader(Protocol):
-    """What these parsers need of gateway.config's reader (kept a protocol: config imports us)."""
-
-    problems: list[str]
-
-    def section(self, data: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]: ...
-
-    def unknown(self, data: Mapping[str, Any], allowed: set[str], path: str) -> None: ...
-
-    def number(
-        self,
-        data: Mapping[str, Any],
-        key: str,
-        default: float,
-        path: str,
-        *,
-        minimum: float = 0.0,
-        integer: bool = False,
-        exclusive: bool = False,
-    ) -> Any: ...
-
-    def secret(self, data: Mapping[str, Any], key: str, path: str) -> str | None: ...
+from gateway.config_reader import ConfigReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,10 +57,10 @@ LISTEN_KEYS = {
 }
 
 
-def parse_listen_limits(r: Reader, listen: Mapping[str, Any]) -> ListenLimits:
+def parse_listen_limits(r: ConfigReader, listen: Mapping[str, Any]) -> ListenLimits:
     d = ListenLimits()
     seconds = {
-        key: float(r.number(listen, key, getattr(d, key), "listen.", exclusive=True))
+        key: r.seconds(listen, key, getattr(d, key), "listen.")
         for key in ("header_timeout", "write_timeout", "keep_alive_timeout")
     }
     return ListenLimits(
@@ -97,7 +75,7 @@ def parse_listen_limits(r: Reader, listen: Mapping[str, Any]) -> ListenLimits:
     )
 
 
-def parse_admin(r: Reader, data: Mapping[str, Any], public_port: int) -> AdminConfig:
+def parse_admin(r: ConfigReader, data: Mapping[str, Any], public_port: int) -> AdminConfig:
     admin = r.section(data, "admin", "")
     r.unknown(admin, {"api_key", "api_key_env", "host", "port"}, "admin.")
     host = admin.get("host", "127.0.0.1")

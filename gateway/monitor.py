@@ -54,9 +54,9 @@ class BackendMonitor:
             await self._check()
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             reason = f"health check failed: {exc.__class__.__name__}: {exc}".rstrip(": ")
-            if b.healthy and b.record_failure(reason):
-                log.warning("backend %s taken out of rotation: %s", b.name, reason)
-            elif not b.healthy:
+            if b.healthy:
+                b.record_failure(reason)  # logs when it ejects
+            else:
                 b.last_error = reason
             return
         if b.mark_healthy():

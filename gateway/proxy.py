@@ -61,6 +61,10 @@ class UpstreamUnavailable(Exception):
     """The backend could not be reached, or refused before sending anything. Safe to retry."""
 
 
+class UpstreamRefused(UpstreamUnavailable):
+    """The backend answered 503 before sending anything: an answer, and safe to retry."""
+
+
 class UpstreamTimeout(Exception):
     def __init__(self, backend: str, seconds: float) -> None:
         super().__init__(f"{backend}: no response within {seconds:g} s")
@@ -219,7 +223,7 @@ class Upstream:
     ) -> None:
         """Send the response on as it arrives. The only per-chunk work: token timing and the timer."""
         if resp.status == 503:
-            raise UpstreamUnavailable(f"{lease.backend}: answered 503")
+            raise UpstreamRefused(f"{lease.backend}: answered 503")
         out_headers = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP]
         out_headers.extend(extra_headers)
         await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})

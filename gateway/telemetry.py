@@ -1,7 +1,9 @@
 """Hot-path accounting: per-request counters and histograms, with label children cached.
 
 `prometheus_client`'s `.labels()` hashes and locks on every call; a request touches three series, so
-the children are looked up once per label set and kept.
+the children are looked up once per label set and kept. Every label value is one the gateway knows
+(a configured backend, a model some backend serves, a reason, a status), never a client's string:
+each value is a series kept for the life of the process.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.metrics import Metrics
+
+UNKNOWN_MODEL = "unknown"
+"""The `model` label of requests for a model no backend is known to serve: the name is the client's,
+and a label value per name would let clients grow /metrics without bound."""
 
 
 class Telemetry:

@@ -1,5 +1,9 @@
 """The pool's choice, rotation and passive ejection, with a hand-driven clock and real limiters."""
 
+import logging
+
+import pytest
+
 from gateway import limits, routing
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
@@ -180,3 +184,22 @@ def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_ho
     batch = [pool.try_acquire("m", background=True) for _ in range(8)]
     assert sum(lease is not None for lease in batch) == 4  # the KV ceiling less the reserve of 1
     assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 5  # interactive: the limit
+
+
+def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4, ("m", "solo")), make(clock, "b", 4, ("m",))
+    pool = Pool([a, b], clock)
+    assert pool.last_in_rotation(a) and not pool.last_in_rotation(b)  # only a serves "solo"
+    for _ in range(5):
+        assert not a.record_failure("answered 500", may_eject=False)
+    assert a.in_rotation(clock.now) and a.consecutive_failures == 5
+    assert not caplog.records
+    a.record_success()
+    b.record_failure("refused")
+    with caplog.at_level(logging.WARNING, logger="gateway.backends"):
+        assert b.record_failure("refused")  # ejections are logged with their cause
+    assert "backend b out of rotation for 1.0 s after 2 consecutive failures; last: refused" in caplog.text
+    assert pool.last_in_rotation(a)

@@ -8,11 +8,13 @@ the waiter: of the next waiter and up to `lookahead` - 1 behind it in the same t
 pool serves the one that fits the free backend best (its prompt's prefix cached there), each waiter
 being passed over at most `lookahead` times. Priority and fairness between tenants are untouched.
 
-Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. A
-request whose expected wait exceeds its deadline is refused at once (429 `deadline`), and so is a
-waiter as soon as the measured rate says its turn will come too late (a burst that arrived before
-any rate was measured); one that waits past its deadline is removed and answered 503
-`queue_timeout`.
+Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. Once
+that rate is firm, a request whose expected wait exceeds its deadline is refused at once (429
+`deadline`), and so is a waiter as soon as the rate says its turn will come too late (a burst that
+arrived before the rate was firm); one that waits past its deadline is removed and answered 503
+`queue_timeout`. Until the rate is firm the queue refuses only when full: a cold burst is taken in
+whole and judged on evidence, not on the first second of a gateway busy taking it in. When a
+refused client should come back is `RetryAdvice`'s job.
 
 Batch lines (`Ticket.background`) wait apart, in a `BackgroundLane`: they are dispatched only when
 no interactive request waits, and have no deadline.
@@ -26,17 +28,20 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.admission.advice import RetryAdvice
 from gateway.admission.background import BackgroundLane
 from gateway.admission.drain import DrainRate
 from gateway.admission.fairness import Entry, FairQueue
 from gateway.admission.rejection import Rejected, RejectReason
 from gateway.routing import RouteKey
 from gateway.types import Clock, Sample
+
+_NOT_DRAIN_BOUND: frozenset[RejectReason] = frozenset({"no_backend", "shutting_down"})
+"""Refusals whose retry advice does not depend on how fast this queue drains."""
 
 
 class Lease(Protocol):
@@ -126,12 +131,14 @@ class AdmissionQueue:
         self.background = BackgroundLane(model, dispatcher, FairQueue(tenant_weights))
         self._tenant_timeouts = dict(tenant_timeouts or {})
         """Per-tenant cap on the wait, instead of `timeout`."""
-        self._drain = DrainRate(tau=drain_tau, min_backlog=min_backlog, now=clock())
+        # A queue shorter than the dispatches a rate needs would drain before it could be measured.
+        self._drain = DrainRate(
+            tau=drain_tau, min_backlog=min_backlog, min_events=max(1, min(16, max_depth)), now=clock()
+        )
+        self._advice = RetryAdvice(floor=default_retry_after)
         self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0.0
-        self._retry_booked = -math.inf
-        """When the latest refused client was told to come back (clock seconds)."""
         self._dispatching = False
         self._again = False
 
@@ -183,12 +190,31 @@ class AdmissionQueue:
             if got is not None:
                 self.counters.admitted_fast += 1
                 return got[1]
-        waiter = self._enqueue(ticket)
+        try:
+            waiter = self._enqueue(ticket)
+        except Rejected as refused:
+            raise await self._advised(refused) from None
         try:
             return await waiter.future
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
+
+    async def _advised(self, refused: Rejected) -> Rejected:
+        """A refusal made before any drain rate was measured waits, at most `min_backlog`, for the
+        first one, and is then advised on it: the refused of a cold burst are all turned away in its
+        first instant, when nothing is known yet and the only safe advice is the whole timeout."""
+        hold = self._drain.until_measured(self._clock())
+        if refused.reason in _NOT_DRAIN_BOUND or hold <= 0:
+            return refused
+        await asyncio.sleep(hold)
+        now = self._clock()
+        rate = self._drain.rate(now)
+        if rate is None:
+            return refused
+        wait = self._time_for(self._fair.depth + 1, rate)
+        retry_after = self._advice.advise(now, wait, rate, firm=self._drain.firm(now), horizon=self.timeout)
+        return Rejected(refused.reason, retry_after=retry_after, message=refused.message)
 
     def wake(self) -> None:
         """Capacity may have appeared: expire what is overdue, dispatch while slots last, then
@@ -244,7 +270,7 @@ class AdmissionQueue:
             self._changed(now)
         cap = self._tenant_timeouts.get(ticket.tenant, self.timeout)
         limit = cap if ticket.timeout is None else min(ticket.timeout, cap)
-        rate = self._drain.rate(now)
+        rate = self._drain.rate(now) if self._drain.firm(now) else None
         ahead = 0.0 if rate is None else self._fair.ahead_of_new(ticket.tenant, ticket.priority)
         wait = None if rate is None else self._time_for(ahead + 1, rate)
         if limit <= 0:
@@ -410,14 +436,14 @@ class AdmissionQueue:
         """Refuse (429 `deadline`) each tenant's newest waiters while, at the measured drain rate,
         their turn would come after their deadline.
 
-        Admission makes the same test, but only once a drain rate is measured: a burst into a cold
+        Admission makes the same test, but only once the drain rate is firm: a burst into a cold
         queue is let in whole, and without this its tail would wait out the full timeout for a 503.
         The newest waiter of a tenant is served after about as many entries as a new arrival of that
         tenant would be (`ahead_of_new`). Cheap when nothing can be late: if the whole queue drains
         before the earliest deadline, nothing is scanned.
         """
         heap = self._deadlines
-        if not self._fair.depth or not heap:
+        if not self._fair.depth or not heap or not self._drain.firm(now):
             return False
         rate = self._drain.rate(now)
         if rate is None or rate <= 0 or self._time_for(self._fair.depth, rate) <= heap[0][0] - now:
@@ -476,28 +502,19 @@ class AdmissionQueue:
         return n / rate if rate > 0 else float("inf")
 
     def _reject(self, reason: RejectReason, wait: float | None, message: str) -> Rejected:
+        """A refusal with its advice: the default when no backend serves the model (the health
+        checks decide when one does) or the gateway is shutting down (another process or replica
+        answers the retry), else what `RetryAdvice` makes of the wait and the rate."""
         self.counters.rejected[reason] = self.counters.rejected.get(reason, 0) + 1
-        retry_after = self.default_retry_after if wait is None else wait
-        if reason != "no_backend":
-            retry_after = self._spread(retry_after)
+        if reason in _NOT_DRAIN_BOUND:
+            retry_after = self.default_retry_after
+        else:
+            now = self._clock()
+            rate = self._drain.rate(now)
+            retry_after = self._advice.advise(
+                now, wait, rate, firm=self._drain.firm(now), horizon=self.timeout
+            )
         return Rejected(reason, retry_after=retry_after, message=message)
-
-    def _spread(self, wait: float) -> float:
-        """Retry-After for one more refused client, counting the refused clients told before it.
-
-        Every refused client will come back. Telling a burst of them all the same wait (the queue's
-        drain time) brings them back together, to be refused together again. So the returns are
-        booked one slot apart at the measured drain rate: the n-th refusal in a burst is told to come
-        back n / rate seconds after the queue would have room, which is when a slot would be free
-        for it if everyone told earlier returned on time.
-        """
-        now = self._clock()
-        rate = self._drain.rate(now)
-        if rate is None or rate <= 0 or not math.isfinite(wait):
-            return wait
-        at = max(now + wait, self._retry_booked + 1.0 / rate)
-        self._retry_booked = at
-        return at - now
 
     def _rate_text(self, now: float) -> str:
         rate = self._drain.rate(now)

@@ -24,11 +24,12 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.api import json_object, read_body, respond_error, send_json
+from gateway.api import read_body, respond_error, send_json
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
 from gateway.config import TenantConfig
 from gateway.errors import GatewayError
+from gateway.request import json_object
 from gateway.tenants import tenant_of
 
 PREFIXES = ("/v1/files", "/v1/batches")

@@ -7,7 +7,11 @@ A connection's fate is read from the kernel (TCP_INFO's state), since the attack
 - idle connections: connections that send nothing, or half a request line;
 - huge header: one connection sending a single header value without end;
 - reload storm: the config file rewritten (a backend removed and added back, the queue timeout
-  changed) and SIGHUP sent, every second.
+  changed) and SIGHUP sent, every second;
+- invented models, oversized names, SDK burst: what clients do through the API itself
+  (`loadtests.client_attacks`): a new model name per request, 1 MB model names with 16 KB request
+  ids, and 5,000 concurrent OpenAI SDK requests with default retries (a burst lasts until all are
+  answered, so this attack may outlast the others).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pathlib import Path
 
 import orjson
 import yaml
+
+from loadtests import client_attacks
 
 _ESTABLISHED = 1
 
@@ -168,9 +174,24 @@ async def reload_storm(t: Target, stop: asyncio.Event, every: float = 1.0) -> No
             return
 
 
+async def invented_models(t: Target, stop: asyncio.Event) -> None:
+    await client_attacks.unknown_models(f"http://127.0.0.1:{t.port}", stop, t.count)
+
+
+async def oversized_names(t: Target, stop: asyncio.Event) -> None:
+    await client_attacks.oversized_names(f"http://127.0.0.1:{t.port}", stop, t.count)
+
+
+async def sdk_burst(t: Target, stop: asyncio.Event) -> None:
+    await client_attacks.sdk_bursts(f"http://127.0.0.1:{t.port}", stop, t.count, model=t.model)
+
+
 ATTACKS: dict[str, Attack] = {
     "slow readers": slow_readers,
     "idle connections": idle_connections,
     "huge header": huge_header,
     "reload storm": reload_storm,
+    "invented models": invented_models,
+    "oversized names": oversized_names,
+    "SDK burst": sdk_burst,
 }

@@ -14,6 +14,7 @@ import pytest
 from admission_fakes import FakeLease, FakePool
 
 from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from gateway.admission.advice import golden
 from gateway.routing import RouteKey
 from tests.clock import FakeClock
 
@@ -25,6 +26,8 @@ def make(
     clock = clock or FakeClock(1000.0)
     kw.setdefault("max_depth", 100)
     kw.setdefault("timeout", 30.0)
+    # A refusal in a cold queue waits (in real time) until a rate could be measured: keep it short.
+    kw.setdefault("min_backlog", 0.05)
     q = AdmissionQueue("m", pool, clock=clock, **kw)
     pool.queue = q
     return q, pool, clock
@@ -163,10 +166,10 @@ async def build_backlog(q: AdmissionQueue, pool: FakePool, clock: FakeClock) -> 
 
 
 async def test_a_deadline_that_cannot_be_met_is_refused_at_once() -> None:
-    q, pool, clock = make(capacity=1)
+    q, pool, clock = make(capacity=1, drain_tau=2.0)  # firm after 2 s of backlog
     await build_backlog(q, pool, clock)
     rate = q.drain_rate
-    assert rate == pytest.approx(2.0, rel=0.1)
+    assert rate == pytest.approx(2.0, rel=0.15)  # a 2 s average read just after a dispatch
     assert q.depth == 4
     expected = q.estimated_wait("a")
     assert expected == pytest.approx(5 / rate)
@@ -183,15 +186,20 @@ async def test_a_deadline_that_cannot_be_met_is_refused_at_once() -> None:
     assert q.depth == 5 and not waiting.done()
 
 
-async def test_full_queue_429_with_an_honest_retry_after() -> None:
-    q, _, _ = make(capacity=0, max_depth=2, default_retry_after=1.5)
+async def test_full_queue_without_a_firm_rate_spreads_the_refused_over_its_timeout() -> None:
+    """Nothing measured: the queue's waiters all leave within its timeout, so the refused are
+    spread evenly between the configured default and the timeout (0.618, 0.236, 0.854 of the way)."""
+    q, _, _ = make(capacity=0, max_depth=2, default_retry_after=1.5, timeout=30.0)
     [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(2)]
     await settle()
-    with pytest.raises(Rejected) as err:
-        await bounded(q.admit(Ticket("a")))
-    assert (err.value.status, err.value.reason) == (429, "queue_full")
-    assert err.value.retry_after == 1.5  # nothing measured yet: the configured default
-    assert err.value.should_retry
+    advice = []
+    for _ in range(3):
+        with pytest.raises(Rejected) as err:
+            await bounded(q.admit(Ticket("a")))
+        assert (err.value.status, err.value.reason) == (429, "queue_full")
+        assert err.value.should_retry
+        advice.append(err.value.retry_after)
+    assert advice == pytest.approx([1.5 + 28.5 * golden(k) for k in (1, 2, 3)])
 
 
 async def test_full_queue_that_drains_too_slowly_says_do_not_retry() -> None:
@@ -372,7 +380,7 @@ async def test_close_answers_every_waiter() -> None:
 
 
 async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None:
-    q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0)
+    q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0, drain_tau=2.0)
     await build_backlog(q, pool, clock)  # measured drain ~2/s, 4 waiting
     fill = [asyncio.create_task(q.admit(Ticket("a", timeout=3600.0))) for _ in range(6)]
     await settle()
@@ -391,35 +399,42 @@ async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None
         assert after - before == pytest.approx(1 / rate, rel=0.01)
 
 
-async def test_a_burst_into_a_cold_queue_is_trimmed_once_the_drain_rate_is_known() -> None:
-    """No rate is known when 20 arrive, so all queue; once one slot every 0.5 s is measured, the
-    newest, whose turn would come after their 5 s deadline, are refused at once, not after 5 s."""
-    q, _, clock = make(capacity=1, timeout=5.0)
+async def test_a_burst_into_a_cold_queue_is_trimmed_once_the_drain_rate_is_firm() -> None:
+    """No rate is known when 20 arrive, so all queue. One slot every 0.5 s is measured after 1 s,
+    but refusing on it waits until it is firm (2 s of backlog here): then the newest, whose turn
+    would come after their 5 s deadline, are refused at once, not after 5 s."""
+    q, _, clock = make(capacity=1, timeout=5.0, drain_tau=2.0)
     held = await q.admit(Ticket("a"))
     log: list[str] = []
     tasks = [spawn(q, Ticket("a", request_id=str(i)), log) for i in range(20)]
     await settle()
     assert q.depth == 20
-    for _ in range(3):  # a slot frees every 0.5 s
+
+    def refused() -> list[int]:
+        return [i for i, t in enumerate(tasks) if t.done() and t.exception() is not None]
+
+    for step in range(4):  # a slot frees every 0.5 s
         clock.advance(0.5)
         assert isinstance(held, FakeLease)
         held.release(None)
         await settle()
         held = await bounded(tasks[len(log) - 1])
+        if step < 3:
+            assert not refused(), "refused on a rate that is not firm yet"
     rate = q.drain_rate
     assert rate == pytest.approx(2.0, rel=0.2)
-    refused = [i for i, t in enumerate(tasks) if t.done() and t.exception() is not None]
-    left = 5.0 - 1.5
+    gone = refused()
+    left = 5.0 - 2.0
     # The ones still queued are those served within the deadline left; the newest are refused.
-    assert q.depth == len(tasks) - len(log) - len(refused)
+    assert q.depth == len(tasks) - len(log) - len(gone)
     assert q.depth / rate <= left < (q.depth + 2) / rate
-    assert refused and refused == list(range(20 - len(refused), 20))
-    for i in refused:
+    assert gone and gone == list(range(20 - len(gone), 20))
+    for i in gone:
         err = tasks[i].exception()
         assert isinstance(err, Rejected)
         assert (err.status, err.reason) == (429, "deadline") and err.should_retry
         assert "left of its deadline" in err.message
-    assert q.counters.rejected == {"deadline": len(refused)}
+    assert q.counters.rejected == {"deadline": len(gone)}
     for t in tasks:
         t.cancel()
     await settle()
