@@ -21,7 +21,10 @@ How far a booking may reach depends on how much the rate is worth (see `drain.py
 - unknown, or a booking that would pass H: the k-th such client is placed in [floor, H] at the
   fraction frac(k / phi) of the way (phi the golden ratio: 0.618, 0.236, 0.854, 0.472, ...), a
   sequence every stretch of which is evenly spread, however many are refused and whichever of them
-  are advised again later; it is judged again, on firmer evidence, when it returns.
+  are advised again later; it is judged again, on firmer evidence, when it returns. With a young
+  rate the spread starts no sooner than the client's own wait at that rate (at most H / 2): while a
+  cold gateway's limits climb, returns spread from the first second met a full queue twice, and the
+  SDK's third attempt with it.
 
 Pure: the clock reading is passed in.
 """
@@ -67,6 +70,7 @@ class RetryAdvice:
         """
         if wait is None or rate is None or rate <= 0 or not math.isfinite(wait):
             return self.spread(horizon) if wait is None or not firm else wait
+        own_wait = wait
         if not firm:
             rate, wait = rate * YOUNG_SHARE, wait / YOUNG_SHARE
         at = max(now + wait, self._booked + 1.0 / rate)
@@ -74,12 +78,12 @@ class RetryAdvice:
         if at - now <= reach:
             self._booked = at
             return at - now
-        return at - now if firm else self.spread(horizon)
+        return at - now if firm else self.spread(horizon, earliest=min(horizon / 2, own_wait))
 
-    def spread(self, horizon: float) -> float:
-        """Seconds within [floor, horizon] (horizon at most what the SDK waits for) for one more
-        client refused without a usable booking."""
+    def spread(self, horizon: float, *, earliest: float = 0.0) -> float:
+        """Seconds within [max(floor, earliest), horizon] (horizon at most what the SDK waits for)
+        for one more client refused without a usable booking."""
         top = min(horizon, SDK_MAX_RETRY_AFTER)
-        low = min(self.floor, top)
+        low = min(max(self.floor, earliest), top)
         self._spread += 1
         return low + (top - low) * golden(self._spread)

@@ -68,3 +68,12 @@ def test_a_rate_that_is_not_firm_books_at_half_of_it_and_only_within_the_horizon
     assert booked == pytest.approx([1.0 + 0.5 * i for i in range(59)])  # 1.0 ... 30.0
     assert spread == pytest.approx([1.0 + 29.0 * golden(k) for k in range(1, 42)])
     assert advice.advise(0.0, None, None, firm=False, horizon=30.0) == pytest.approx(1.0 + 29.0 * golden(42))
+
+
+def test_a_young_rate_spreads_no_sooner_than_the_clients_own_wait() -> None:
+    """1,000 ahead at a young 50/s: the queue will not empty for about 20 s at that rate, so the
+    returns spread over [15, 30] (own wait, at most half the horizon), not from the first second."""
+    advice = RetryAdvice(floor=1.0)
+    told = [advice.advise(0.0, 20.0, 50.0, firm=False, horizon=30.0) for _ in range(200)]
+    assert min(told) >= 15.0 and max(told) <= 30.0
+    assert told[0] == pytest.approx(15.0 + 15.0 * golden(1))
