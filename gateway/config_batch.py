@@ -49,5 +49,5 @@ def parse_batch(r: ConfigReader, data: Mapping[str, Any]) -> BatchConfig:
         max_file_bytes=r.number(raw, "max_file_bytes", OPENAI_MAX_FILE_BYTES, path, minimum=1, integer=True),
         max_lines=r.number(raw, "max_lines", OPENAI_MAX_LINES, path, minimum=1, integer=True),
         max_attempts=r.number(raw, "max_attempts", 5, path, minimum=1, integer=True),
-        interactive_horizon=float(r.number(raw, "interactive_horizon", 30.0, path, exclusive=True)),
+        interactive_horizon=r.seconds(raw, "interactive_horizon", 30.0, path),
     )

@@ -23,10 +23,11 @@ NUMBERS = {
     "timeouts": ["connect", "first_byte", "idle"],
     "health": ["interval", "failure_threshold", "backoff_initial", "backoff_max"],
     "state": ["lease_seconds", "timeout"],
+    "batch": ["max_file_bytes", "max_lines", "max_attempts", "interactive_horizon"],
     "": ["max_body_bytes", "retries", "shutdown_grace"],
 }
 BACKEND = ["min_concurrency", "max_concurrency"]
-TENANT = ["weight", "priority", "max_priority"]
+TENANT = ["weight", "priority", "max_priority", "queue_timeout"]
 
 
 def config_with(value: float) -> tuple[dict[str, object], list[str]]:
