@@ -4,6 +4,7 @@ their holder dies, renewal keeps them and restores lost ones, and tenants are co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,6 +46,9 @@ async def test_many_coroutines_over_many_connections_never_exceed_the_limit(
 ) -> None:
     clients = [connect(redis_server.url, timeout=5.0) for _ in range(6)]
     limit, holding, highest, granted = 5, 0, 0, 0
+    full = asyncio.Event()
+    """Set once `limit` leases are held at the same time: until then every holder keeps its lease,
+    so reaching the limit does not depend on how the scheduler interleaves short holds."""
 
     async def one(slots: RedisSlots) -> None:
         nonlocal holding, highest, granted
@@ -56,6 +60,11 @@ async def test_many_coroutines_over_many_connections_never_exceed_the_limit(
             holding += 1
             granted += 1
             highest = max(highest, holding)
+            if holding == limit:
+                full.set()
+            if not full.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(full.wait(), 5.0)
             await asyncio.sleep(0)  # hold across a scheduling point, so holds overlap
             holding -= 1
             await slots.release(lease)
