@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.errors import GatewayError
 from gateway.listen_config import AdminConfig
+from gateway.tenants import bearer_token
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 Respond = Callable[[Send, GatewayError], Awaitable[None]]
@@ -114,5 +115,6 @@ class Router:
             return True
         for name, value in scope["headers"]:
             if name == b"authorization":
-                return value[:7].lower() == b"bearer " and hmac.compare_digest(value[7:], key.encode())
+                token = bearer_token(value)
+                return token is not None and hmac.compare_digest(token, key.encode())
         return False

@@ -14,11 +14,17 @@ from gateway.errors import GatewayError
 DEFAULT_TENANT = "default"
 
 
+def bearer_token(auth: bytes | None) -> bytes | None:
+    """The key in an `Authorization: Bearer <key>` header value (scheme case-insensitive), else None."""
+    return auth[7:] if auth and auth[:7].lower() == b"bearer " else None
+
+
 def tenant_of(tenants: Mapping[str, TenantConfig], auth: bytes | None) -> str:
     """The tenant holding the bearer key in `auth` (an Authorization header value), or a 401."""
     if not tenants:
         return DEFAULT_TENANT
-    key = auth[7:].decode("latin-1") if auth and auth[:7].lower() == b"bearer " else None
+    token = bearer_token(auth)
+    key = token.decode("latin-1") if token else None
     tenant = tenants.get(key) if key else None
     if tenant is None:
         raise GatewayError(
