@@ -1,4 +1,4 @@
-"""`create_app(config)`: wiring only. Builds the pool, queues, proxy, routes and loops.
+"""`create_app(config)`: wiring only. Builds the pool, queues, forwarder, endpoints, routes and loops.
 
 What the server asks besides ASGI (gateway.server.Lifecycle) is wired here too: `begin_shutdown`
 (refuse new work, answer the queues 503), `end_requests` (after the grace) and `reload`
@@ -17,24 +17,26 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 from gateway import limits, routing
-from gateway.api import OpenAIProxy, respond_error, send_json
+from gateway.asgi import respond_error, send_json
 from gateway.backends import Backend, Pool
 from gateway.batch import api as batch_api
 from gateway.batch.service import BatchService
 from gateway.config import BackendConfig, GatewayConfig
 from gateway.config_source import ConfigSource
-from gateway.dispatch import Dispatch
+from gateway.endpoints import OpenAIEndpoints
 from gateway.errors import GatewayError
+from gateway.forwarder import Forwarder
 from gateway.limiter import Limiter
 from gateway.looplag import watch_loop_lag
 from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.model_queues import ModelQueues
 from gateway.monitor import BackendMonitor, stop_tasks
-from gateway.proxy import Upstream
 from gateway.reload import Reloader, ReloadResult
 from gateway.router import Route, Router, Surface, get, post
 from gateway.supervise import supervise
 from gateway.telemetry import Telemetry
 from gateway.types import SIGNALS, Clock, Direction
+from gateway.upstream import Upstream
 
 if TYPE_CHECKING:
     from gateway.coordination.coordinator import Coordinator
@@ -58,7 +60,7 @@ class Gateway:
             self.clock,
             routing.create(config.routing.strategy, config.routing.max_imbalance),
         )
-        self.dispatch = Dispatch(self.pool, config, self.clock)
+        self.queues = ModelQueues(self.pool, config, self.clock)
         self.upstream = Upstream(config.timeouts, self.clock)
         self.started_at = self.clock()
         self.stopping = False
@@ -67,11 +69,14 @@ class Gateway:
         self.coordinator = self._make_coordinator()
         self._watchers: dict[Backend, list[asyncio.Task[None]]] = {}
         self.reloader = Reloader(self, source)
-        self.proxy = OpenAIProxy(config, self.dispatch, self.upstream, self.telemetry, self.clock)
+        self.forwarder = Forwarder(
+            self.queues, self.upstream, self.telemetry, self.clock, retries=config.retries
+        )
+        self.endpoints = OpenAIEndpoints(config, self.pool, self.forwarder, self.telemetry, self.clock)
         routes = {
-            "/v1/chat/completions": post(self.proxy),
-            "/v1/completions": post(self.proxy),
-            "/v1/embeddings": post(self.proxy),
+            "/v1/chat/completions": post(self.endpoints),
+            "/v1/completions": post(self.endpoints),
+            "/v1/embeddings": post(self.endpoints),
             "/v1/models": get(self._models),
             "/health": get(self._health, Surface.BOTH),
             "/metrics": get(self._metrics, Surface.ADMIN),
@@ -81,7 +86,7 @@ class Gateway:
         self.batches = (
             BatchService(
                 config.batch,
-                handler=self.proxy,
+                handler=self.endpoints,
                 capacity=self.pool.capacity,
                 metrics=self.metrics,
                 clock=self.clock,
@@ -103,7 +108,7 @@ class Gateway:
             max_limit=bc.max_concurrency,
             window_seconds=config.controller.window_seconds,
             min_samples=config.controller.min_samples,
-            on_capacity=lambda: self.dispatch.wake(backend_ref[0]),
+            on_capacity=lambda: self.queues.wake(backend_ref[0]),
             overdue_after=config.sla.ttft_p90,
         )
         backend = Backend(
@@ -198,7 +203,7 @@ class Gateway:
     def _monitor(self, backend: Backend) -> BackendMonitor:
         timeout = max(1.0, min(5.0, self.config.health.interval * 2))
         return BackendMonitor(
-            backend, self.upstream.session, clock=self.clock, timeout=timeout, on_available=self.dispatch.wake
+            backend, self.upstream.session, clock=self.clock, timeout=timeout, on_available=self.queues.wake
         )
 
     def _watch(self, monitor: BackendMonitor, *, check_first: bool) -> None:
@@ -223,9 +228,9 @@ class Gateway:
         self.stopping = True
         if self.batches is not None:
             self.batches.begin_shutdown()  # batch lines stay pending for the next start
-        self.proxy.stop_admitting()
-        queued = sum(q.depth for q in self.dispatch.queues.values())
-        for q in self.dispatch.queues.values():
+        self.endpoints.stop_admitting()
+        queued = sum(q.depth for q in self.queues.by_model.values())
+        for q in self.queues.by_model.values():
             q.close()
         running = sum(b.limiter.inflight for b in self.pool.backends)
         log.info(
@@ -252,9 +257,9 @@ class Gateway:
     async def _control_loop(self, backend: Backend) -> None:
         while True:
             await asyncio.sleep(self.config.controller.interval)
-            decision = backend.limiter.tick(self.dispatch.queued_for(backend))
+            decision = backend.limiter.tick(self.queues.queued_for(backend))
             # Batch lines may wait on a reserve that only time shrinks: look again each tick.
-            self.dispatch.wake(backend)
+            self.queues.wake(backend)
             if decision.direction is not Direction.HOLD:
                 self.metrics.adjustments.labels(backend.name, decision.direction.value, decision.reason).inc()
                 log.info(
@@ -342,9 +347,9 @@ class Gateway:
                     m.kv_usage.labels(b.name).set(s.kv_usage)
                 if s.waiting is not None:
                     m.waiting.labels(b.name).set(s.waiting)
-        for model, q in self.dispatch.queues.items():
+        for model, q in self.queues.by_model.items():
             m.queue_depth.labels(model).set(q.depth)
-            m.capacity_exhausted.labels(model).set(1 if self.dispatch.capacity_exhausted(model) else 0)
+            m.capacity_exhausted.labels(model).set(1 if self.queues.capacity_exhausted(model) else 0)
         if self.batches is not None:
             self.batches.progress.refresh_gauges()
         if self.coordinator is not None and m.coordination_up and m.coordination_replicas:
@@ -360,8 +365,8 @@ class Gateway:
             "sla": self.config.sla.targets(),
             "backends": [{**b.state(now), "prefix_cache": self._prefix_state(b)} for b in self.pool.backends],
             "models": {
-                model: {**q.state(), "capacity_exhausted": self.dispatch.capacity_exhausted(model)}
-                for model, q in self.dispatch.queues.items()
+                model: {**q.state(), "capacity_exhausted": self.queues.capacity_exhausted(model)}
+                for model, q in self.queues.by_model.items()
             },
             "coordination": self.coordinator.state() if self.coordinator is not None else None,
             "batches": None if self.batches is None else self.batches.state(),

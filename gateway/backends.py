@@ -197,24 +197,25 @@ class Pool:
         self,
         model: str,
         route: RouteKey | None = None,
-        exclude: Collection[Backend] = (),
+        exclude: Collection[str] = (),
         *,
         background: bool = False,
     ) -> Lease | None:
-        """A slot on the best backend with room for this request (none of `exclude`), or None."""
-        got = self.pick(model, (route,), exclude, background=background)
+        """A slot on the best backend with room for this request (none named in `exclude`), or None."""
+        got = self.pick(model, (route,), exclude=exclude, background=background)
         return None if got is None else got[1]
 
     def pick(
         self,
         model: str,
         routes: Sequence[RouteKey | None],
-        exclude: Collection[Backend] = (),
         *,
+        exclude: Collection[str] = (),
         background: bool = False,
     ) -> tuple[int, Lease] | None:
-        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease; a
-        batch line (`background`) only where `Backend.background_room` leaves it one."""
+        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease, on
+        no backend named in `exclude`; a batch line (`background`) only where
+        `Backend.background_room` leaves it one."""
         now = self._clock()
         serving: list[Backend] = []
         loads: list[Load] = []
@@ -224,7 +225,7 @@ class Pool:
                 continue
             lim = b.limiter
             room = b.background_room(now) if background else lim.limit - lim.inflight
-            is_open = room > 0 and b not in exclude
+            is_open = room > 0 and b.name not in exclude
             any_open = any_open or is_open
             s = b.signals
             loads.append(
@@ -249,9 +250,21 @@ class Pool:
         self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
         return choice.request, lease
 
-    def available(self, model: str) -> bool:
+    def available(self, model: str, *, exclude: Collection[str] = ()) -> bool:
+        """Some backend in rotation, none named in `exclude`, serves `model`."""
         now = self._clock()
-        return any(model in b.models and b.in_rotation(now) for b in self.backends)
+        return any(model in b.models and b.in_rotation(now) and b.name not in exclude for b in self.backends)
+
+    def has_room(self, model: str, *, background: bool = False) -> bool:
+        """Some backend in rotation serving `model` has a free slot (for a batch line: one that
+        `Backend.background_room` leaves it)."""
+        now = self._clock()
+        return any(
+            model in b.models
+            and b.in_rotation(now)
+            and (b.background_room(now) > 0 if background else b.limiter.has_room())
+            for b in self.backends
+        )
 
     def capacity(self, model: str) -> int:
         """Slots the backends in rotation serving `model` allow now: the sum of their limits."""

@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway import limits, routing
-from gateway.api import OpenAIProxy
 from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, ConfigError, GatewayConfig
 from gateway.config_source import ConfigSource
-from gateway.dispatch import Dispatch
+from gateway.endpoints import OpenAIEndpoints
+from gateway.forwarder import Forwarder
 from gateway.metrics import Metrics
-from gateway.proxy import Upstream
+from gateway.model_queues import ModelQueues
 from gateway.router import Router
+from gateway.upstream import Upstream
 
 log = logging.getLogger("gateway.reload")
 
@@ -47,9 +48,10 @@ class Gateway(Protocol):
     config: GatewayConfig
     metrics: Metrics
     pool: Pool
-    dispatch: Dispatch
+    queues: ModelQueues
     upstream: Upstream
-    proxy: OpenAIProxy
+    forwarder: Forwarder
+    endpoints: OpenAIEndpoints
     router: Router
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend: ...
@@ -113,10 +115,11 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
         gw.pool.strategy = routing.create(new.routing.strategy, new.routing.max_imbalance)
     gw.config = new
     gw.metrics.set_sla(new.sla)
-    gw.proxy.reconfigure(new)
+    gw.endpoints.reconfigure(new)
+    gw.forwarder.retries = new.retries
     gw.upstream.timeouts = new.timeouts
     gw.router.admin = new.admin
-    gw.dispatch.reconfigure(new)
+    gw.queues.reconfigure(new)
     return changes
 
 

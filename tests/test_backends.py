@@ -112,7 +112,7 @@ def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
         assert lease is not None and lease.backend == first.backend
         lease.release(None)
     # A failed backend is excluded on retry even though it holds the prefix.
-    other = pool.try_acquire("m", doc, exclude=[first.target])
+    other = pool.try_acquire("m", doc, exclude=[first.backend])
     assert other is not None and other.backend != first.backend
     # Late binding: of several requests, the one whose prefix the free backend holds.
     held = [pool.try_acquire("m") for _ in range(4)]

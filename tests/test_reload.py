@@ -91,7 +91,7 @@ def test_routing_changes_apply_and_a_removed_backend_is_forgotten(tmp_path: Path
     lease = gw.pool.try_acquire("m", RouteKey(prompt="d" * 2000))
     assert lease is not None and strategy.report(lease.backend, 0) is not None
     lease.release(None)
-    queue = gw.dispatch.queue("m")
+    queue = gw.queues.queue("m")
 
     ok, changes = reload_from(gw, path, {**BASE, "backends": [A, B], "routing": {"lookahead": 4}})
     assert ok and changes == ("routing changed",)

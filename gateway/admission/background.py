@@ -2,38 +2,41 @@
 
 A background waiter gets a slot only when no interactive request waits for one (the queue calls
 `dispatch` only then), and the pool hands it only a slot that interactive traffic has not used
-lately (`Pool.try_acquire(background=True)`): so a batch fills the capacity interactive traffic
+lately (`SlotSource.pick(background=True)`): so a batch fills the capacity interactive traffic
 leaves, up to the controller's limit, and an interactive request never waits behind a batch line.
 
 Background waiters have no deadline and are never shed for their wait: a batch line can wait as
 long as its batch's completion window, which the batch runner enforces by cancelling it. Between
 tenants, the waiters are served by the same weighted fair queueing as interactive ones; within a
 tenant, first come first served. Their dispatches are not counted in the queue's drain rate, which
-estimates interactive waits.
+estimates interactive waits. A retried line (`Ticket.exclude`) whose turn comes while only the
+backends that failed it have spare room is refused, as an interactive retry is.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Generic
 
 from gateway.admission.fairness import Entry, FairQueue
-from gateway.routing import RouteKey
-
-if TYPE_CHECKING:
-    from gateway.admission.queue import Dispatcher, Lease, Ticket
-
-Waiting = tuple["asyncio.Future[Lease]", RouteKey | None]
-"""A batch line's future and what the pool routes it by."""
+from gateway.admission.ticket import L, SlotSource, Ticket
 
 
-class BackgroundLane:
-    def __init__(self, model: str, dispatcher: Dispatcher, fair: FairQueue[Waiting]):
+class BackgroundLane(Generic[L]):
+    def __init__(
+        self,
+        model: str,
+        source: SlotSource[L],
+        fair: FairQueue[tuple[asyncio.Future[L], Ticket]],
+        no_other_backend: Callable[[frozenset[str]], Exception],
+    ):
         self.model = model
         self.admitted = 0
-        self._dispatcher = dispatcher
+        self._source = source
         self._fair = fair
+        self._no_other_backend = no_other_backend
+        """The refusal of a retry that only the backends that failed it have room for."""
 
     @property
     def depth(self) -> int:
@@ -42,15 +45,15 @@ class BackgroundLane:
     def set_weights(self, weights: Mapping[str, float]) -> None:
         self._fair.set_weights(weights)
 
-    async def admit(self, ticket: Ticket, *, interactive_waiting: bool) -> Lease:
+    async def admit(self, ticket: Ticket, *, interactive_waiting: bool) -> L:
         """A lease on a slot no interactive request wants; waits, without a deadline, for one."""
         if not interactive_waiting and not self._fair.depth:
-            got = self._dispatcher.pick(self.model, (ticket.route,), background=True)
+            got = self._source.pick(self.model, (ticket.route,), exclude=ticket.exclude, background=True)
             if got is not None:
                 self.admitted += 1
                 return got[1]
-        future: asyncio.Future[Lease] = asyncio.get_running_loop().create_future()
-        entry = self._fair.push((future, ticket.route), ticket.tenant, ticket.priority)
+        future: asyncio.Future[L] = asyncio.get_running_loop().create_future()
+        entry = self._fair.push((future, ticket), ticket.tenant, ticket.priority)
         if not interactive_waiting:
             self.dispatch()
         try:
@@ -64,13 +67,17 @@ class BackgroundLane:
         request waits."""
         n = 0
         while (entry := self._fair.peek()) is not None:
-            future, route = entry.item
+            future, ticket = entry.item
             if future.done():  # cancelled; its task has not resumed yet
                 self._fair.remove(entry)
                 continue
-            got = self._dispatcher.pick(self.model, (route,), background=True)
+            got = self._source.pick(self.model, (ticket.route,), exclude=ticket.exclude, background=True)
             if got is None:
-                break
+                if not ticket.exclude or not self._source.has_room(self.model, background=True):
+                    break
+                self._fair.remove(entry)
+                future.set_exception(self._no_other_backend(ticket.exclude))
+                continue
             self._fair.pop()
             future.set_result(got[1])
             n += 1
@@ -84,7 +91,7 @@ class BackgroundLane:
             if not entry.item[0].done():
                 entry.item[0].set_exception(error)
 
-    def _abandon(self, entry: Entry[Waiting]) -> None:
+    def _abandon(self, entry: Entry[tuple[asyncio.Future[L], Ticket]]) -> None:
         future = entry.item[0]
         if entry.live:
             self._fair.remove(entry)

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.api import read_body, respond_error, send_json
+from gateway.asgi import read_body, respond_error, send_json
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
 from gateway.config import TenantConfig

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
-from tests.admission.admission_fakes import FakePool
+from gateway.admission import AdmissionQueue, Rejected, Releasable, Ticket
+from tests.admission.admission_fakes import make_queue, settle
 from tests.clock import FakeClock
 
 
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
-async def serve(tasks: list[asyncio.Task[Lease]], clock: FakeClock, service: float) -> int:
+async def serve(tasks: list[asyncio.Task[Releasable]], clock: FakeClock, service: float) -> int:
     """What is in flight finishes every `service` seconds until every task is answered; how many
     were refused?"""
     refused = 0
@@ -46,10 +41,7 @@ async def burst(q: AdmissionQueue, clock: FakeClock, n: int) -> int:
 
 
 async def test_a_burst_after_an_outage_and_an_idle_spell_is_taken_in_whole() -> None:
-    clock = FakeClock()
-    pool = FakePool(capacity=4)
-    q = AdmissionQueue("m", pool, clock=clock, max_depth=1024, timeout=30.0)
-    pool.queue = q
+    q, pool, clock = make_queue(4, clock=FakeClock(), max_depth=1024)
     assert await burst(q, clock, 40) == 0
 
     # The backend hangs for 20 s with 4 in flight and 6 waiting, then recovers.

@@ -6,29 +6,18 @@ import asyncio
 from typing import Any
 
 import pytest
-from admission_fakes import FakePool
+from admission_fakes import FakeLease, FakePool, make_queue, settle
 
-from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from gateway.admission import AdmissionQueue, Rejected, Releasable, Ticket
 from tests.clock import FakeClock
 
 
-def make(capacity: int = 0, **kw: Any) -> tuple[AdmissionQueue, FakePool, FakeClock]:
-    pool = FakePool(capacity=capacity)
-    clock = FakeClock(1000.0)
-    kw.setdefault("max_depth", 100)
-    kw.setdefault("timeout", 30.0)
-    q = AdmissionQueue("m", pool, clock=clock, **kw)
-    pool.queue = q
-    return q, pool, clock
+def make(capacity: int = 0, **kw: Any) -> tuple[AdmissionQueue[FakeLease], FakePool, FakeClock]:
+    return make_queue(capacity, **kw)
 
 
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
-def admit(q: AdmissionQueue, ticket: Ticket, log: list[str]) -> asyncio.Task[Lease]:
-    async def run() -> Lease:
+def admit(q: AdmissionQueue, ticket: Ticket, log: list[str]) -> asyncio.Task[Releasable]:
+    async def run() -> Releasable:
         lease = await q.admit(ticket)
         log.append(ticket.request_id or "")
         return lease
@@ -167,3 +156,17 @@ async def test_a_tenants_queue_timeout_replaces_the_queues() -> None:
     await settle()
     with pytest.raises(Rejected):
         await patient
+
+
+async def test_a_retried_batch_line_is_refused_when_only_the_backends_that_failed_it_have_room() -> None:
+    q, pool, _ = make(2)
+    pool.names = ("b0", "b1")
+    line = Ticket("b", background=True, exclude=frozenset({"b0"}))
+    lease = await asyncio.wait_for(q.admit(line), 5)
+    assert lease.backend == "b1"
+    pool.names = ("b0",)
+    with pytest.raises(Rejected) as err:
+        await asyncio.wait_for(q.admit(line), 5)
+    assert err.value.reason == "no_backend" and q.background.depth == 0
+    lease.release(None)
+    assert pool.inflight == 0

@@ -5,23 +5,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from admission_fakes import FakeLease, FakePool
+from admission_fakes import FakeLease, make_queue, settle
 
-from gateway.admission import AdmissionQueue, Rejected, Ticket
+from gateway.admission import Rejected, Ticket
 from gateway.admission.advice import golden
 from tests.clock import FakeClock
 
 
-async def settle() -> None:
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
 async def test_a_refusal_in_a_cold_queue_waits_for_the_first_measurement_and_is_booked_on_it() -> None:
-    clock = FakeClock()
-    pool = FakePool(capacity=1)
-    q = AdmissionQueue("m", pool, clock=clock, max_depth=3, timeout=30.0, min_backlog=0.05)
-    pool.queue = q
+    q, pool, clock = make_queue(1, clock=FakeClock(), max_depth=3, min_backlog=0.05)
     held = await q.admit(Ticket("a"))
     waiting = [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(3)]
     await settle()
@@ -44,10 +36,7 @@ async def test_a_refusal_in_a_cold_queue_waits_for_the_first_measurement_and_is_
 
 
 async def test_with_nothing_measured_in_time_the_refused_are_spread_over_the_timeout() -> None:
-    clock = FakeClock()
-    pool = FakePool(capacity=0)
-    q = AdmissionQueue("m", pool, clock=clock, max_depth=1, timeout=30.0, min_backlog=0.01)
-    pool.queue = q
+    q, _, _ = make_queue(0, clock=FakeClock(), max_depth=1, min_backlog=0.01)
     waiter = asyncio.create_task(q.admit(Ticket("a")))
     await settle()
     with pytest.raises(Rejected) as err:

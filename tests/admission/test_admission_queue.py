@@ -7,13 +7,13 @@ import itertools
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from typing import Any
 
 import pytest
-from admission_fakes import FakeLease, FakePool
+from admission_fakes import FakeLease, FakePool, make_queue, settle
 
-from gateway.admission import AdmissionQueue, Lease, Rejected, Ticket
+from gateway.admission import AdmissionQueue, Rejected, Releasable, Ticket
 from gateway.admission.advice import golden
 from gateway.routing import RouteKey
 from tests.clock import FakeClock
@@ -21,31 +21,19 @@ from tests.clock import FakeClock
 
 def make(
     capacity: int = 0, *, clock: FakeClock | None = None, **kw: Any
-) -> tuple[AdmissionQueue, FakePool, FakeClock]:
-    pool = FakePool(capacity=capacity)
-    clock = clock or FakeClock(1000.0)
-    kw.setdefault("max_depth", 100)
-    kw.setdefault("timeout", 30.0)
+) -> tuple[AdmissionQueue[FakeLease], FakePool, FakeClock]:
     # A refusal in a cold queue waits (in real time) until a rate could be measured: keep it short.
     kw.setdefault("min_backlog", 0.05)
-    q = AdmissionQueue("m", pool, clock=clock, **kw)
-    pool.queue = q
-    return q, pool, clock
+    return make_queue(capacity, clock=clock, **kw)
 
 
-async def bounded(admission: Awaitable[Lease]) -> Lease:
+async def bounded(admission: Awaitable[Releasable]) -> Releasable:
     """An admission expected to end by itself: a hang fails the test instead of stalling it."""
     return await asyncio.wait_for(admission, timeout=10)
 
 
-async def settle() -> None:
-    """Let every runnable task take its next step (they enqueue, or resume with a lease)."""
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
-def spawn(q: AdmissionQueue, ticket: Ticket, log: list[str]) -> asyncio.Task[Lease]:
-    async def run() -> Lease:
+def spawn(q: AdmissionQueue, ticket: Ticket, log: list[str]) -> asyncio.Task[Releasable]:
+    async def run() -> Releasable:
         lease = await q.admit(ticket)
         log.append(ticket.request_id or "")
         return lease
@@ -141,8 +129,7 @@ async def test_queue_timeout_is_a_503_after_the_deadline() -> None:
 
 
 async def test_the_loop_timer_expires_waiters_without_any_wake() -> None:
-    pool = FakePool(capacity=0)
-    q = AdmissionQueue("m", pool, clock=time.monotonic, max_depth=10, timeout=0.05)
+    q = AdmissionQueue("m", FakePool(capacity=0), clock=time.monotonic, max_depth=10, timeout=0.05)
     with pytest.raises(Rejected) as err:
         await bounded(q.admit(Ticket("a")))
     assert err.value.reason == "queue_timeout" and q.depth == 0
@@ -255,7 +242,7 @@ class OneSlot:
         self.served: Counter[str] = Counter()
         self.shed: Counter[str] = Counter()
         self.tasks: list[asyncio.Task[None]] = []
-        self._held: list[Lease] = []
+        self._held: list[Releasable] = []
 
     async def _client(self, tenant: str) -> None:
         try:
@@ -443,18 +430,24 @@ async def test_a_burst_into_a_cold_queue_is_trimmed_once_the_drain_rate_is_firm(
 class WarmPool(FakePool):
     """A backend that holds the prefix of requests whose session is 'warm' prefers them."""
 
-    def pick(self, model: str, routes: Sequence[object]) -> tuple[int, FakeLease] | None:
-        lease = self.try_acquire(model)
-        if lease is None:
+    def pick(
+        self,
+        model: str,
+        routes: Sequence[object],
+        *,
+        exclude: Collection[str] = (),
+        background: bool = False,
+    ) -> tuple[int, FakeLease] | None:
+        got = super().pick(model, routes, exclude=exclude, background=background)
+        if got is None:
             return None
         sessions = [getattr(r, "session", None) for r in routes]
-        return (sessions.index("warm") if "warm" in sessions else 0), lease
+        return (sessions.index("warm") if "warm" in sessions else 0), got[1]
 
 
-def make_warm(lookahead: int) -> tuple[AdmissionQueue, WarmPool]:
+def make_warm(lookahead: int) -> tuple[AdmissionQueue[FakeLease], WarmPool]:
     pool = WarmPool()
-    q = AdmissionQueue("m", pool, clock=FakeClock(), max_depth=100, timeout=30.0, lookahead=lookahead)
-    pool.queue = q
+    q, _, _ = make_queue(pool=pool, clock=FakeClock(), lookahead=lookahead)
     return q, pool
 
 
@@ -507,3 +500,44 @@ async def test_lookahead_one_is_first_come_first_served_and_tenants_keep_their_t
     assert log == ["a0", "b0", "a1", "b1", "a2", "b2"]
     for t in tasks:
         (await t).release(None)
+
+
+async def test_a_retry_waits_its_turn_behind_those_queued_before_it() -> None:
+    q, pool, _ = make(0)
+    log: list[str] = []
+    first = spawn(q, Ticket("a", request_id="first"), log)
+    await settle()
+    retry = spawn(q, Ticket("a", request_id="retry", exclude=frozenset({"b0"})), log)
+    await settle()
+    pool.open(1)
+    await settle()
+    assert log == ["first"] and not retry.done()
+    pool.open(1)
+    await settle()
+    assert log == ["first", "retry"]
+    assert retry.result().backend != "b0"
+    for t in (first, retry):
+        t.result().release(None)
+
+
+async def test_a_retry_is_refused_when_only_the_backends_that_failed_it_have_room() -> None:
+    q, pool, _ = make(1)
+    pool.names = ("b0",)
+    with pytest.raises(Rejected) as err:
+        await bounded(q.admit(Ticket("a", exclude=frozenset({"b0"}))))
+    assert (err.value.status, err.value.reason) == (503, "no_backend")
+    assert pool.inflight == 0 and q.depth == 0
+
+
+async def test_a_retry_at_the_head_without_room_anywhere_waits_and_then_goes_elsewhere() -> None:
+    q, pool, _ = make(1)
+    held = await q.admit(Ticket("a"))
+    log: list[str] = []
+    retry = spawn(q, Ticket("a", request_id="retry", exclude=frozenset({"b1"})), log)
+    await settle()
+    assert q.depth == 1 and not retry.done()
+    held.release(None)
+    await settle()
+    lease = retry.result()
+    assert lease.backend != "b1" and pool.inflight == 1
+    lease.release(None)

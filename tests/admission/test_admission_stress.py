@@ -8,28 +8,22 @@ import random
 from collections import Counter
 
 import pytest
-from admission_fakes import FakePool
+from admission_fakes import FakePool, make_queue
 
-from gateway.admission import AdmissionQueue, Rejected, Ticket
+from gateway.admission import Rejected, Ticket
 from gateway.types import Sample
-from tests.clock import FakeClock
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_random_cancellations_failures_and_timeouts_leak_nothing(seed: int) -> None:
     rng = random.Random(seed)
-    clock = FakeClock(1000.0)
-    pool = FakePool(capacity=6, failure_rate=0.25, rng=random.Random(seed + 100))
-    q = AdmissionQueue(
-        "m",
-        pool,
-        clock=clock,
+    q, pool, clock = make_queue(
+        pool=FakePool(capacity=6, failure_rate=0.25, rng=random.Random(seed + 100)),
         max_depth=20,
         timeout=3.0,
         tenant_weights={"a": 3.0, "b": 1.0},
         min_backlog=0.5,
     )
-    pool.queue = q
     outcomes: Counter[str] = Counter()
 
     async def client(ticket: Ticket, hold: int) -> None:

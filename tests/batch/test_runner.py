@@ -11,13 +11,13 @@ import orjson
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from gateway.api import BACKGROUND_TENANT
 from gateway.batch import ledger, records
 from gateway.batch.ledger import LineResult
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.runner import BatchRun, ResultWriter
 from gateway.batch.store import Store
 from gateway.batch.validation import Validation
+from gateway.endpoints import BACKGROUND_TENANT
 from tests.batch.jsonl import CHAT, chat_line, jsonl
 
 

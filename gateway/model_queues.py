@@ -7,22 +7,22 @@ raises its limit or comes back, only the queues of the models it serves are woke
 from __future__ import annotations
 
 from gateway.admission import AdmissionQueue
-from gateway.backends import Backend, Pool
+from gateway.backends import Backend, Lease, Pool
 from gateway.config import GatewayConfig
 from gateway.types import Clock
 
 
-class Dispatch:
+class ModelQueues:
     def __init__(self, pool: Pool, config: GatewayConfig, clock: Clock) -> None:
         self.pool = pool
         self._config = config
         self._clock = clock
         self._weights = {t.name: t.weight for t in config.tenants}
         self._timeouts = {t.name: t.queue_timeout for t in config.tenants if t.queue_timeout is not None}
-        self.queues: dict[str, AdmissionQueue] = {}
+        self.by_model: dict[str, AdmissionQueue[Lease]] = {}
 
-    def queue(self, model: str) -> AdmissionQueue:
-        q = self.queues.get(model)
+    def queue(self, model: str) -> AdmissionQueue[Lease]:
+        q = self.by_model.get(model)
         if q is None:
             q = AdmissionQueue(
                 model,
@@ -34,7 +34,7 @@ class Dispatch:
                 lookahead=self._config.routing.lookahead,
                 tenant_timeouts=self._timeouts,
             )
-            self.queues[model] = q
+            self.by_model[model] = q
         return q
 
     def reconfigure(self, config: GatewayConfig) -> None:
@@ -46,7 +46,7 @@ class Dispatch:
         self._config = config
         self._weights = {t.name: t.weight for t in config.tenants}
         self._timeouts = {t.name: t.queue_timeout for t in config.tenants if t.queue_timeout is not None}
-        for model, q in self.queues.items():
+        for model, q in self.by_model.items():
             q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights, self._timeouts)
             q.lookahead = config.routing.lookahead
             if not self.pool.known(model) and not self.pool.undiscovered():
@@ -56,15 +56,15 @@ class Dispatch:
 
     def wake(self, backend: Backend) -> None:
         for model in backend.models:
-            q = self.queues.get(model)
+            q = self.by_model.get(model)
             if q is not None and (q.depth or q.background.depth):
                 q.wake()
 
     def queued_for(self, backend: Backend) -> int:
         """Requests waiting for this backend's models, batch lines included: demand the limit can
         serve if latency allows."""
-        return sum(q.depth + q.background.depth for m, q in self.queues.items() if m in backend.models)
+        return sum(q.depth + q.background.depth for m, q in self.by_model.items() if m in backend.models)
 
     def capacity_exhausted(self, model: str) -> bool:
-        q = self.queues.get(model)
+        q = self.by_model.get(model)
         return q is not None and q.depth > 0 and self.pool.all_busy(model)

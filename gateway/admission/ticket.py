@@ -1,0 +1,62 @@
+"""What a request brings to admission (`Ticket`), and what admission needs of the pool (`SlotSource`).
+
+Admission does not import the pool (gateway.backends): it sees it through `SlotSource`, so the queue's
+rules can be tested against a counting stand-in. The protocol is generic in the lease type, so a
+queue over the real pool hands out the pool's own `Lease` and no caller has to cast it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from gateway.routing import RouteKey
+from gateway.types import Sample
+
+
+class Releasable(Protocol):
+    """A hold on one backend slot, released exactly once."""
+
+    def release(self, sample: Sample | None) -> None: ...
+
+
+L = TypeVar("L", bound=Releasable)
+L_co = TypeVar("L_co", bound=Releasable, covariant=True)
+
+
+class SlotSource(Protocol[L_co]):
+    """The backend pool, as admission sees it."""
+
+    def pick(
+        self,
+        model: str,
+        routes: Sequence[RouteKey | None],
+        *,
+        exclude: Collection[str] = (),
+        background: bool = False,
+    ) -> tuple[int, L_co] | None:
+        """Which of these requests takes a free slot (its index), and its lease; None if no room.
+        No backend named in `exclude` is chosen."""
+
+    def available(self, model: str, *, exclude: Collection[str] = ()) -> bool:
+        """Some healthy backend, none of `exclude`, serves the model."""
+
+    def has_room(self, model: str, *, background: bool = False) -> bool:
+        """Some healthy backend serving the model has a free slot (for a batch line: one it may take)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    tenant: str
+    priority: int = 0
+    """Higher is served first."""
+    timeout: float | None = None
+    """Longest wait this request accepts, capped by its tenant's or the queue's timeout."""
+    request_id: str | None = None
+    route: RouteKey | None = None
+    """What the dispatcher routes the request by (its prompt's prefix, its session)."""
+    background: bool = False
+    """A batch line: served only when no interactive request waits, never shed for its wait."""
+    exclude: frozenset[str] = frozenset()
+    """Backends this request must not be sent to: those that failed it already (a retry)."""
