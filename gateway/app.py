@@ -341,7 +341,7 @@ class Gateway:
                 m.prefix_index_chunks.labels(b.name).set(report.chunks)
                 m.mirror(m.prefix_index_queries, b.name, report.queried)
                 m.mirror(m.prefix_index_hits, b.name, report.hits)
-            s = b.signals
+            s = b.engine_stats
             if s is not None:
                 if s.kv_usage is not None:
                     m.kv_usage.labels(b.name).set(s.kv_usage)

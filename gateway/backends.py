@@ -32,7 +32,7 @@ from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter, Slot
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
-from gateway.types import BackendSignals, Clock, Sample
+from gateway.types import Clock, EngineStats, Sample
 from gateway.window import SlidingMax
 
 PEAK_GRAIN = 1.0
@@ -58,7 +58,7 @@ class Backend:
         self.limiter = limiter
         self.models: frozenset[str] = frozenset(config.models)
         self.healthy = False
-        self.signals: BackendSignals | None = None
+        self.engine_stats: EngineStats | None = None
         self.ejected_until = 0.0
         self.ejections = 0
         self.consecutive_failures = 0
@@ -227,7 +227,7 @@ class Pool:
             room = b.background_room(now) if background else lim.limit - lim.inflight
             is_open = room > 0 and b.name not in exclude
             any_open = any_open or is_open
-            s = b.signals
+            s = b.engine_stats
             loads.append(
                 Load(
                     b.name,

@@ -1,7 +1,7 @@
 """Active health checks and metric scrapes, one loop per backend.
 
 Every `health.interval`: GET /health (200 means the engine is alive), GET /metrics (parsed into
-BackendSignals for the limiter; the prefix-cache counters' growth, whose going back means the server
+EngineStats for the limiter; the prefix-cache counters' growth, whose going back means the server
 restarted and lost its cache), and GET /v1/models when the backend has no models yet or just came
 back. A failed check counts like a failed request toward ejection; a passing one puts the backend back
 once its ejection backoff has run out.
@@ -19,7 +19,7 @@ import orjson
 
 from gateway.backends import Backend
 from gateway.histogram import window_count, window_quantile
-from gateway.types import BackendSignals, Clock
+from gateway.types import Clock, EngineStats
 from gateway.vllm_metrics import VllmScrape, parse_vllm_metrics
 
 log = logging.getLogger("gateway.monitor")
@@ -85,15 +85,15 @@ class BackendMonitor:
                 return  # not every OpenAI-compatible server exports metrics; latency still works
             text = await resp.text()
         scrape = parse_vllm_metrics(text)
-        signals = to_signals(scrape, self._previous, self._clock())
+        stats = to_engine_stats(scrape, self._previous, self._clock())
         queries, hits, restarted = prefix_cache_growth(scrape, self._previous)
         b.observe_prefix_cache(queries, hits, restarted=restarted)
         self._previous = scrape
-        b.signals = signals
-        b.limiter.observe(signals)
+        b.engine_stats = stats
+        b.limiter.observe(stats)
 
 
-def to_signals(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> BackendSignals:
+def to_engine_stats(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> EngineStats:
     """Turn a scrape, and the difference from the one before, into the limiter's view."""
 
     def p90(signal: str) -> float | None:
@@ -109,7 +109,7 @@ def to_signals(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> B
     e2e = scrape.histograms.get("e2e")
     if e2e and previous is not None and (before := previous.histograms.get("e2e")):
         finished = window_count(before, e2e)
-    return BackendSignals(
+    return EngineStats(
         at=now,
         kv_usage=scrape.kv_usage,
         waiting=scrape.waiting,

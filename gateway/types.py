@@ -1,4 +1,4 @@
-"""Leaf types shared by every layer: the clock, latency samples, backend signals, decisions.
+"""Leaf types shared by every layer: the clock, latency samples, engine stats, decisions.
 
 Nothing here imports from the rest of the package, performs I/O or reads a clock.
 """
@@ -75,7 +75,7 @@ class SLA:
 
 
 @dataclass(frozen=True, slots=True)
-class BackendSignals:
+class EngineStats:
     """What one scrape of a vLLM server's /metrics said, taken at `at` (clock seconds)."""
 
     at: float
@@ -124,7 +124,7 @@ class Observation:
     """Window P90 per signal over samples dispatched since the last limit change."""
     p50: dict[Signal, float]
     sample_count: int
-    signals: BackendSignals | None = None
+    engine_stats: EngineStats | None = None
     preemptions_delta: float = 0.0
     """Preemptions counted by the backend since the previous tick."""
     since_change: float = 0.0
@@ -147,7 +147,7 @@ class Observation:
     """Requests that finished since the previous tick (their remainders are `lumped_tokens`)."""
     outside_engine: float | None = None
     """Requests in flight through the gateway that the last scrape counted neither running nor
-    waiting (`BackendSignals.outside`); None without such a scrape."""
+    waiting (`EngineStats.outside`); None without such a scrape."""
     interval: float = 0.0
     """Seconds since the previous tick (0 at the first)."""
 

@@ -33,7 +33,7 @@ from gateway.sim.closedloop import VirtualClients
 from gateway.sim.engine import Engine
 from gateway.sim.engine import Sequence as EngineSequence
 from gateway.sim.profiles import Profile, get_profile
-from gateway.types import SLA, BackendSignals, Sample, Signal
+from gateway.types import SLA, EngineStats, Sample, Signal
 from loadtests.stats import p90
 
 BIN = 5.0
@@ -142,7 +142,7 @@ def _control_tick(limiter: Limiter, loop: VirtualClients, run: Run, kv_capacity_
     """One tick of the control loop: the engine "scraped", then the limiter decides."""
     engine = loop.engine
     limiter.observe(
-        BackendSignals(
+        EngineStats(
             at=loop.now,
             kv_usage=engine.kv_usage,
             waiting=float(engine.num_waiting),

@@ -9,7 +9,7 @@ from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter
 from gateway.routing import RouteKey
-from gateway.types import SLA, BackendSignals
+from gateway.types import SLA, EngineStats
 from tests.clock import FakeClock
 
 
@@ -173,7 +173,7 @@ def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_ho
     a = make_with_horizon(clock, 10, horizon=10.0)
     pool = Pool([a], clock)
     # 1,000 KV tokens, 80% used by 4 running sequences: 200 tokens each, so 5 fit.
-    a.limiter.observe(BackendSignals(at=clock(), kv_usage=0.8, running=4, kv_capacity_tokens=1000))
+    a.limiter.observe(EngineStats(at=clock(), kv_usage=0.8, running=4, kv_capacity_tokens=1000))
     assert a.limiter.kv_ceiling() == 5 and a.limiter.limit == 10
     alone = [pool.try_acquire("m", background=True) for _ in range(10)]
     assert all(lease is not None for lease in alone)  # no interactive traffic: up to the limit

@@ -1,6 +1,6 @@
 import math
 
-from gateway.monitor import prefix_cache_growth, to_signals
+from gateway.monitor import prefix_cache_growth, to_engine_stats
 from gateway.vllm_metrics import parse_vllm_metrics
 
 EXPOSITION = """\
@@ -42,11 +42,11 @@ def test_old_servers_kv_name_is_the_fallback() -> None:
 def test_window_p90_comes_from_bucket_deltas_between_scrapes() -> None:
     before = parse_vllm_metrics(EXPOSITION % {"a": 10.0, "b": 10.0})
     after = parse_vllm_metrics(EXPOSITION % {"a": 10.0, "b": 20.0})
-    signals = to_signals(after, before, now=5.0)
+    stats = to_engine_stats(after, before, now=5.0)
     # all ten requests of the window landed in (0.1, 1.0]: P90 interpolates to 0.1 + 0.9 * 0.9
-    assert signals.ttft_p90 is not None and abs(signals.ttft_p90 - 0.91) < 1e-9
-    assert signals.kv_capacity_tokens == 8192 and signals.at == 5.0
-    assert to_signals(after, None, now=5.0).ttft_p90 is None
+    assert stats.ttft_p90 is not None and abs(stats.ttft_p90 - 0.91) < 1e-9
+    assert stats.kv_capacity_tokens == 8192 and stats.at == 5.0
+    assert to_engine_stats(after, None, now=5.0).ttft_p90 is None
 
 
 def test_prefix_cache_counters_and_their_growth_between_scrapes() -> None:

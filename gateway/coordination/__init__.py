@@ -3,7 +3,7 @@
 Without `state.redis_url` nothing here is used: one process owns each backend's limit, in-flight
 count and queue. With it, every process that names the same Redis (and namespace) shares, per
 backend: the in-flight count (slots are leases in Redis), one limit set by one elected leader, the
-engine's signals from the leader's one scrape, the leases per tenant, and the rate requests finish.
+engine's stats from the leader's one scrape, the leases per tenant, and the rate requests finish.
 
 The interface the limiter admits through (slots.py):
 
@@ -26,7 +26,7 @@ And the controller side (`Coordinator`, coordinator.py): `step()` every lease_se
 campaigns for each backend's seat (leader.py: one leader per backend, fenced terms, failover when
 a seat lapses), and reads each backend's `SharedView` (shared.py: shared in-flight, tenants'
 leases, finished-request counter, live replicas, the leader's published limit, ceiling and engine
-signals). `publish(backend, limit, ceiling, signals)` writes them, only while this process leads.
+stats). `publish(backend, limit, ceiling, stats)` writes them, only while this process leads.
 `drain_rate(backend)` is the shared rate of finished requests (rates.py); `state()` is for
 /admin/state.
 

@@ -34,7 +34,7 @@ from gateway.coordination.rates import CounterRate
 from gateway.coordination.scripts import Keys
 from gateway.coordination.shared import SharedState, SharedView
 from gateway.coordination.slots import Lease
-from gateway.types import BackendSignals, Clock
+from gateway.types import Clock, EngineStats
 
 log = logging.getLogger(__name__)
 
@@ -173,15 +173,13 @@ class Coordinator:
             self.terms.clear()
             self.slots.lost(exc)
 
-    async def publish(
-        self, backend: str, limit: int, ceiling: int, signals: BackendSignals | None = None
-    ) -> bool:
+    async def publish(self, backend: str, limit: int, ceiling: int, stats: EngineStats | None = None) -> bool:
         """As leader of `backend`, publish its limit; False when not leading (or no longer)."""
         term = self.terms.get(backend)
         if term is None or not self.fallback.shared:
             return False
         try:
-            if await self._shared.publish(term, limit, ceiling, signals):
+            if await self._shared.publish(term, limit, ceiling, stats):
                 return True
         except FAILURES as exc:
             self.slots.lost(exc)

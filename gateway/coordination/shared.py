@@ -1,7 +1,7 @@
 """What one backend's shared state holds, written by its leader and read by every process.
 
 The leader publishes, fenced by its term (PUBLISH in scripts.py): the limit every process admits
-against, the ceiling it is bounded by, and the engine's signals from its one scrape of the
+against, the ceiling it is bounded by, and the engine's stats from its one scrape of the
 backend's /metrics, so N replicas neither scrape N times nor each count every preemption as their
 own. Every process reads (READ), in one round trip: the leases held across all processes, the
 leases per tenant (what fair queueing needs to see across replicas), the count of finished
@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 
 from gateway.coordination.leader import Term
 from gateway.coordination.scripts import PUBLISH, READ, Keys
-from gateway.types import BackendSignals, Clock
+from gateway.types import Clock, EngineStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +43,22 @@ class SharedView:
     term: int | None = None
     age: float | None = None
     """Seconds since the leader published, by the Redis server's clock."""
-    signals: BackendSignals | None = None
+    engine_stats: EngineStats | None = None
 
 
-def encode_signals(signals: BackendSignals | None) -> str:
-    if signals is None:
+def encode_engine_stats(stats: EngineStats | None) -> str:
+    if stats is None:
         return ""
-    data = asdict(signals)
+    data = asdict(stats)
     del data["at"]
     return json.dumps(data, separators=(",", ":"))
 
 
-def decode_signals(text: str, at: float) -> BackendSignals | None:
+def decode_engine_stats(text: str, at: float) -> EngineStats | None:
     if not text:
         return None
-    known = set(BackendSignals.__dataclass_fields__) - {"at"}
-    return BackendSignals(at=at, **{k: v for k, v in json.loads(text).items() if k in known})
+    known = set(EngineStats.__dataclass_fields__) - {"at"}
+    return EngineStats(at=at, **{k: v for k, v in json.loads(text).items() if k in known})
 
 
 class SharedState:
@@ -68,10 +68,10 @@ class SharedState:
         self._publish = redis.register_script(PUBLISH)
         self._read = redis.register_script(READ)
 
-    async def publish(self, term: Term, limit: int, ceiling: int, signals: BackendSignals | None) -> bool:
+    async def publish(self, term: Term, limit: int, ceiling: int, stats: EngineStats | None) -> bool:
         """Write the backend's limit as its leader; False (nothing written) once `term` was lost."""
         keys = [self._keys.leader(term.backend), self._keys.state(term.backend)]
-        args: list[str | int] = [term.token, limit, ceiling, encode_signals(signals)]
+        args: list[str | int] = [term.token, limit, ceiling, encode_engine_stats(stats)]
         return bool(await self._publish(keys=keys, args=args))
 
     async def read(self, backend: str) -> SharedView:
@@ -107,5 +107,5 @@ def _view(
         ceiling=int(state["ceiling"]) if "ceiling" in state else None,
         term=int(state["term"]) if "term" in state else None,
         age=age,
-        signals=decode_signals(state.get("signals", ""), now - (age or 0.0)),
+        engine_stats=decode_engine_stats(state.get("signals", ""), now - (age or 0.0)),
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from gateway.types import BackendSignals
+from gateway.types import EngineStats
 
 TOKENS_SMOOTHING = 0.05
 """EWMA weight of one finished request in the tokens-per-request estimate (about 20 requests)."""
@@ -51,19 +51,19 @@ class KVCeiling:
         """Smoothed prompt + output tokens per finished request."""
         return self._tokens_per_request
 
-    def observe(self, signals: BackendSignals) -> None:
+    def observe(self, stats: EngineStats) -> None:
         """Take the capacity and the footprint per running sequence from one scrape."""
-        if signals.kv_capacity_tokens is not None and signals.kv_capacity_tokens > 0:
-            self._capacity = signals.kv_capacity_tokens
-        running = signals.running
+        if stats.kv_capacity_tokens is not None and stats.kv_capacity_tokens > 0:
+            self._capacity = stats.kv_capacity_tokens
+        running = stats.running
         if (
             self._capacity is not None
-            and signals.kv_usage is not None
-            and signals.kv_usage > 0
+            and stats.kv_usage is not None
+            and stats.kv_usage > 0
             and running is not None
             and running >= 1
         ):
-            footprint = signals.kv_usage * self._capacity / running
+            footprint = stats.kv_usage * self._capacity / running
             prev = self._per_running
             self._per_running = footprint if prev is None else prev + FOOTPRINT_SMOOTHING * (footprint - prev)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import NamedTuple
 
-from gateway.types import SIGNALS, BackendSignals, Clock, Sample, Signal, StreamProgress
+from gateway.types import SIGNALS, Clock, EngineStats, Sample, Signal, StreamProgress
 from gateway.window import SampleWindow, nearest_rank
 
 PARTIAL_MIN_EVENTS = 8
@@ -141,7 +141,7 @@ class Evidence:
         self,
         live: dict[Signal, list[float]],
         newest: int | None = None,
-        backend: BackendSignals | None = None,
+        backend: EngineStats | None = None,
     ) -> Percentiles:
         """P90 and P50 per signal over the newest finished values and `live`, with their counts;
         a signal with no values at all is read from `backend` if it was scraped in this epoch."""

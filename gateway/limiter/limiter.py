@@ -30,10 +30,10 @@ from gateway.limiter.evidence import Evidence
 from gateway.limiter.slots import InFlight, Slot
 from gateway.limits.base import LimitAlgorithm, clamp
 from gateway.types import (
-    BackendSignals,
     Clock,
     Decision,
     Direction,
+    EngineStats,
     Observation,
     Sample,
     Signal,
@@ -78,7 +78,7 @@ class Limiter:
         )
         self._kv = KVCeiling()
         self._preemptions = CounterDelta()
-        self._signals: BackendSignals | None = None
+        self._engine_stats: EngineStats | None = None
 
         self._ceiling = max_limit
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
@@ -150,11 +150,11 @@ class Limiter:
 
     # -- scrape loop --------------------------------------------------------------------------
 
-    def observe(self, signals: BackendSignals) -> None:
+    def observe(self, stats: EngineStats) -> None:
         """Take one scrape of the backend's /metrics."""
-        self._signals = signals
-        self._preemptions.observe(signals.preemptions_total)
-        self._kv.observe(signals)
+        self._engine_stats = stats
+        self._preemptions.observe(stats.preemptions_total)
+        self._kv.observe(stats)
         self._refresh_ceiling()
 
     def kv_ceiling(self) -> int | None:
@@ -171,7 +171,7 @@ class Limiter:
     # -- control tick -------------------------------------------------------------------------
 
     def p90(self) -> dict[Signal, float]:
-        return self._evidence.percentiles(self._evidence.live(), None, self._signals).p90
+        return self._evidence.percentiles(self._evidence.live(), None, self._engine_stats).p90
 
     def tick(self, queued: int) -> Decision:
         """Run the algorithm once and apply its limit. Called by the control loop."""
@@ -179,7 +179,7 @@ class Limiter:
         self._refresh_ceiling()
         evidence = self._evidence
         live = evidence.live()
-        p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._signals)
+        p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._engine_stats)
         lumped, finished = evidence.take_lumped()
         obs = Observation(
             now=now,
@@ -191,7 +191,7 @@ class Limiter:
             p90=p90,
             p50=p50,
             sample_count=len(evidence) + sum(map(len, live.values())),
-            signals=self._signals,
+            engine_stats=self._engine_stats,
             preemptions_delta=self._preemptions.take(),
             since_change=now - self._last_change_at,
             min_samples=self._min_samples,
@@ -201,7 +201,7 @@ class Limiter:
             delivered_tokens=float(evidence.take_delivered()),
             lumped_tokens=float(lumped),
             finished=finished,
-            outside_engine=None if self._signals is None else self._signals.outside(self.inflight),
+            outside_engine=None if self._engine_stats is None else self._engine_stats.outside(self.inflight),
             interval=now - self._last_tick_at,
         )
         self._last_tick_at = now
@@ -222,8 +222,8 @@ class Limiter:
 
     def state(self) -> dict[str, object]:
         """A JSON-ready account of this backend's limiter for /admin/state."""
-        p90, p50, _, _ = self._evidence.percentiles(self._evidence.live(), None, self._signals)
-        sig = self._signals
+        p90, p50, _, _ = self._evidence.percentiles(self._evidence.live(), None, self._engine_stats)
+        stats = self._engine_stats
         d = self._last_decision
         return {
             "algorithm": self.algorithm.name,
@@ -235,12 +235,12 @@ class Limiter:
             "p90": {s: round(v, 6) for s, v in p90.items()},
             "p50": {s: round(v, 6) for s, v in p50.items()},
             "samples": len(self._evidence),
-            "kv_usage": sig.kv_usage if sig is not None else None,
-            "waiting": sig.waiting if sig is not None else None,
-            "preemptions_total": sig.preemptions_total if sig is not None else None,
+            "kv_usage": stats.kv_usage if stats is not None else None,
+            "waiting": stats.waiting if stats is not None else None,
+            "preemptions_total": stats.preemptions_total if stats is not None else None,
             "kv_capacity_tokens": self._kv.capacity,
-            "running": sig.running if sig is not None else None,
-            "outside_engine": sig.outside(self.inflight) if sig is not None else None,
+            "running": stats.running if stats is not None else None,
+            "outside_engine": stats.outside(self.inflight) if stats is not None else None,
             "tokens_per_request": _rounded(self._kv.tokens_per_request),
             "kv_tokens_per_running": _rounded(self._kv.per_running),
             "last_change_at": self._last_change_at,

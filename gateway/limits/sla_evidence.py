@@ -44,8 +44,8 @@ def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:
 
 def hidden(obs: Observation) -> float | None:
     """Requests in flight through the gateway that the engine counts neither running nor waiting."""
-    sig = obs.signals
-    if sig is None or sig.at <= obs.now - 2 * obs.interval:
+    stats = obs.engine_stats
+    if stats is None or stats.at <= obs.now - 2 * obs.interval:
         return None
     return obs.outside_engine
 

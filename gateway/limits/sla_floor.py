@@ -28,10 +28,15 @@ from gateway.types import Observation, Signal
 
 def outside_engine(obs: Observation) -> float | None:
     """The TTFT P90 spent outside the engine, if the engine's own P90 is fresh; else None."""
-    sig = obs.signals
-    if sig is None or sig.ttft_p90 is None or "ttft" not in obs.p90 or sig.at <= obs.now - 2 * obs.interval:
+    stats = obs.engine_stats
+    if (
+        stats is None
+        or stats.ttft_p90 is None
+        or "ttft" not in obs.p90
+        or stats.at <= obs.now - 2 * obs.interval
+    ):
         return None
-    return obs.p90["ttft"] - sig.ttft_p90
+    return obs.p90["ttft"] - stats.ttft_p90
 
 
 def along_the_limit(

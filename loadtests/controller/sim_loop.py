@@ -28,7 +28,7 @@ from gateway.sim.engine import Engine
 from gateway.sim.engine import Sequence as Seq
 from gateway.sim.frontend import FrontEnd
 from gateway.sim.profiles import Profile, get_profile
-from gateway.types import SLA, BackendSignals, Sample
+from gateway.types import SLA, EngineStats, Sample
 from gateway.window import nearest_rank
 from loadtests.controller.matrix import Workload
 
@@ -207,11 +207,11 @@ class Loop:
         elif self.bypass_active > 0:
             self.send(self.request(False))
 
-    def scrape(self) -> BackendSignals:
+    def scrape(self) -> EngineStats:
         e = self.engine
         ttfts, e2es = sorted(self.engine_ttfts), sorted(self.engine_e2es)
         self.engine_ttfts, self.engine_e2es = [], []
-        return BackendSignals(
+        return EngineStats(
             at=self.now,
             kv_usage=e.kv_usage,
             waiting=float(e.num_waiting),
@@ -271,11 +271,11 @@ class Loop:
         return run
 
     def tick(self, run: Run) -> None:
-        signals = self.scrape()
+        stats = self.scrape()
         lim = self.limiter
         if lim is None:
             return
-        lim.observe(signals)
+        lim.observe(stats)
         decision = lim.tick(queued=len(self.queue))
         engine_count = self.engine.num_running + self.engine.num_waiting
         run.ticks.append(Tick(self.now, lim.limit, lim.inflight, engine_count, decision.reason))

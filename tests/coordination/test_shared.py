@@ -1,5 +1,5 @@
 """SharedState against a real redis-server: what the leader publishes is what every reader sees,
-engine signals included, and the published limit bounds every process's acquire."""
+engine stats included, and the published limit bounds every process's acquire."""
 
 from __future__ import annotations
 
@@ -11,31 +11,31 @@ from redis.asyncio import Redis
 from gateway.coordination.leader import Election
 from gateway.coordination.leases import RedisSlots
 from gateway.coordination.scripts import Keys
-from gateway.coordination.shared import SharedState, decode_signals, encode_signals
-from gateway.types import BackendSignals
+from gateway.coordination.shared import SharedState, decode_engine_stats, encode_engine_stats
+from gateway.types import EngineStats
 
 
-def test_signals_round_trip_without_their_clock_reading() -> None:
-    signals = BackendSignals(
+def test_engine_stats_round_trip_without_their_clock_reading() -> None:
+    stats = EngineStats(
         at=123.0, kv_usage=0.5, waiting=2, running=8, preemptions_total=3, kv_capacity_tokens=8192
     )
-    back = decode_signals(encode_signals(signals), at=7.0)
+    back = decode_engine_stats(encode_engine_stats(stats), at=7.0)
     assert back is not None and back.at == 7.0
     assert back.kv_usage == 0.5 and back.running == 8 and back.kv_capacity_tokens == 8192
-    assert decode_signals(encode_signals(None), at=0.0) is None
+    assert decode_engine_stats(encode_engine_stats(None), at=0.0) is None
 
 
 async def test_a_published_limit_is_read_everywhere_and_bounds_acquires(redis: Redis, keys: Keys) -> None:
     shared = SharedState(redis, keys=keys, clock=time.monotonic)
     empty = await shared.read("x")
-    assert empty.limit is None and empty.signals is None and empty.age is None
+    assert empty.limit is None and empty.engine_stats is None and empty.age is None
     term = await Election(redis, "leader", keys=keys).campaign("x")
     assert term is not None
-    signals = BackendSignals(at=0.0, kv_usage=0.9, preemptions_total=12)
-    assert await shared.publish(term, 2, 16, signals)
+    stats = EngineStats(at=0.0, kv_usage=0.9, preemptions_total=12)
+    assert await shared.publish(term, 2, 16, stats)
     view = await shared.read("x")
     assert (view.limit, view.ceiling, view.term) == (2, 16, term.number)
-    assert view.signals is not None and view.signals.preemptions_total == 12
+    assert view.engine_stats is not None and view.engine_stats.preemptions_total == 12
     assert view.age is not None and 0 <= view.age < 1
     follower = RedisSlots(redis, "follower", keys=keys)
     # The follower still believes the limit is 10; the published 2 decides.

@@ -7,7 +7,7 @@ from limiter_helpers import Counter, Progress
 
 from gateway.limiter import Limiter, Slot
 from gateway.limits import create
-from gateway.types import SLA, BackendSignals, Decision, Direction, Observation, Sample
+from gateway.types import SLA, Decision, Direction, EngineStats, Observation, Sample
 from tests.clock import FakeClock
 
 TTFT_1S = SLA(ttft_p90=1.0)
@@ -105,16 +105,16 @@ def test_peak_inflight_resets_each_tick() -> None:
 
 def test_preemption_counter_delta() -> None:
     lim, clock, _ = limiter(min_samples=1)
-    lim.observe(BackendSignals(at=clock.now, preemptions_total=40))
+    lim.observe(EngineStats(at=clock.now, preemptions_total=40))
     slots = fill(lim)
     finish(slots, clock, ttft=0.1)
     assert lim.tick(queued=0).reason != "preemptions"  # the first reading is a baseline
-    lim.observe(BackendSignals(at=clock.now, preemptions_total=43))
+    lim.observe(EngineStats(at=clock.now, preemptions_total=43))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
     d = lim.tick(queued=0)
     assert d.reason == "preemptions" and d.detail.startswith("3 ")
     # A restarted backend counts from zero again: its new count is the delta.
-    lim.observe(BackendSignals(at=clock.now, preemptions_total=2))
+    lim.observe(EngineStats(at=clock.now, preemptions_total=2))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
     assert lim.tick(queued=0).detail.startswith("2 ")
 
@@ -124,29 +124,29 @@ def test_backend_histogram_fills_missing_ttft() -> None:
     slot = lim.acquire()
     clock.now += 2
     slot.release(Sample(dispatched_at=clock.now - 2.0, e2e=2.0))  # non-streaming
-    lim.observe(BackendSignals(at=clock.now, ttft_p90=2.5))
+    lim.observe(EngineStats(at=clock.now, ttft_p90=2.5))
     assert lim.p90() == {"e2e": 2.0, "ttft": 2.5}
     assert lim.tick(queued=0).reason == "p90_over_target"
 
 
 def test_kv_ceiling_arithmetic_then_measured_footprint() -> None:
     lim, clock, _ = limiter(min_samples=1)
-    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192))
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=8192))
     assert lim.ceiling == 256  # capacity known, footprint not yet
     lim.acquire().release(
         Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1, prompt_tokens=232, output_tokens=300)
     )
-    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192))
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=8192))
     assert lim.kv_ceiling() == 15 and lim.ceiling == 15  # 8192 / 532 = 15.4
     # The backend runs 16 sequences holding half the cache: 256 tokens each, 32 fit.
-    lim.observe(BackendSignals(at=clock.now, kv_usage=0.5, running=16))
+    lim.observe(EngineStats(at=clock.now, kv_usage=0.5, running=16))
     assert lim.state()["kv_tokens_per_running"] == 256.0 and lim.ceiling == 32
 
 
 def test_ceiling_drop_lowers_limit_at_once_and_never_below_floor() -> None:
     lim, clock, _ = limiter(params={"initial": 20}, floor=2, min_samples=1)
     assert lim.limit == 20
-    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
     assert lim.ceiling == 2 and lim.limit == 2  # 1000 tokens per sequence: 1 fits; floor 2
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1))
     d = lim.tick(queued=0)
@@ -155,7 +155,7 @@ def test_ceiling_drop_lowers_limit_at_once_and_never_below_floor() -> None:
 
 def test_fixed_ignores_kv_ceiling() -> None:
     lim, clock, _ = limiter("fixed", {"limit": 24})
-    lim.observe(BackendSignals(at=clock.now, kv_capacity_tokens=8192, kv_usage=1.0, running=16))
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=8192, kv_usage=1.0, running=16))
     assert lim.limit == 24 and lim.ceiling == 256
 
 
@@ -163,7 +163,7 @@ def test_state_is_json_ready() -> None:
     import json
 
     lim, clock, _ = limiter(min_samples=1)
-    lim.observe(BackendSignals(at=clock.now, kv_usage=0.4, waiting=0, running=3))
+    lim.observe(EngineStats(at=clock.now, kv_usage=0.4, waiting=0, running=3))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2, tpot=0.01))
     lim.tick(queued=0)
     state = json.loads(json.dumps(lim.state()))
@@ -176,9 +176,9 @@ def test_state_is_json_ready() -> None:
 def test_state_shows_requests_in_flight_that_the_engine_does_not_count() -> None:
     lim, clock, _ = limiter()
     slots = [lim.acquire() for _ in range(5)]
-    lim.observe(BackendSignals(at=clock.now, waiting=1, running=2))
+    lim.observe(EngineStats(at=clock.now, waiting=1, running=2))
     assert lim.state()["outside_engine"] == 2  # 5 in flight, vLLM counts 3
-    lim.observe(BackendSignals(at=clock.now, waiting=0, running=9))  # others' traffic too
+    lim.observe(EngineStats(at=clock.now, waiting=0, running=9))  # others' traffic too
     assert lim.state()["outside_engine"] == 0
     for slot in slots:
         slot.release()
@@ -232,7 +232,7 @@ def test_random_sequences_keep_invariants(
         elif op == "scrape":
             preemptions += arg % 3
             lim.observe(
-                BackendSignals(
+                EngineStats(
                     at=clock.now,
                     kv_usage=arg / 100,
                     running=float(len(held)),

@@ -1,17 +1,17 @@
 from __future__ import annotations
 
 from gateway.limiter.ceiling import KVCeiling
-from gateway.types import BackendSignals
+from gateway.types import EngineStats
 
 
 def test_tokens_per_request_arithmetic_then_measured_footprint() -> None:
     kv = KVCeiling()
     kv.add_request(532)
     assert kv.kv_ceiling() is None and kv.bound(1, 256) == 256  # no capacity known yet
-    kv.observe(BackendSignals(at=0.0, kv_capacity_tokens=8192))
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=8192))
     assert kv.capacity == 8192 and kv.kv_ceiling() == 15  # 8192 / 532 = 15.4
     # The backend runs 16 sequences holding half the cache: 256 tokens each, 32 fit.
-    kv.observe(BackendSignals(at=1.0, kv_usage=0.5, running=16))
+    kv.observe(EngineStats(at=1.0, kv_usage=0.5, running=16))
     assert kv.per_running == 256.0 and kv.kv_ceiling() == 32 and kv.bound(1, 256) == 32
 
 
@@ -21,21 +21,21 @@ def test_estimates_are_smoothed() -> None:
     kv.add_request(0)  # nothing measured: ignored
     kv.add_request(1500)
     assert kv.tokens_per_request == 550.0  # 500 + 0.05 x 1000
-    kv.observe(BackendSignals(at=0.0, kv_capacity_tokens=1000, kv_usage=0.5, running=1))
-    kv.observe(BackendSignals(at=1.0, kv_usage=1.0, running=1))
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=1000, kv_usage=0.5, running=1))
+    kv.observe(EngineStats(at=1.0, kv_usage=1.0, running=1))
     assert kv.per_running == 600.0  # 500 + 0.2 x 500
 
 
 def test_a_scrape_with_nothing_running_keeps_the_footprint() -> None:
     kv = KVCeiling()
-    kv.observe(BackendSignals(at=0.0, kv_capacity_tokens=1000, kv_usage=0.5, running=2))
-    kv.observe(BackendSignals(at=1.0, kv_usage=0.0, running=0))
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=1000, kv_usage=0.5, running=2))
+    kv.observe(EngineStats(at=1.0, kv_usage=0.0, running=0))
     assert kv.per_running == 250.0 and kv.kv_ceiling() == 4
 
 
 def test_bound_is_never_below_the_floor_nor_above_the_max() -> None:
     kv = KVCeiling()
-    kv.observe(BackendSignals(at=0.0, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
     assert kv.kv_ceiling() == 1 and kv.bound(2, 256) == 2
-    kv.observe(BackendSignals(at=1.0, kv_capacity_tokens=1_000_000))
+    kv.observe(EngineStats(at=1.0, kv_capacity_tokens=1_000_000))
     assert kv.bound(2, 256) == 256

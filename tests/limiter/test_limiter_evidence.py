@@ -4,7 +4,7 @@ import pytest
 from limiter_helpers import Progress
 
 from gateway.limiter.evidence import PARTIAL_MIN_EVENTS, Evidence
-from gateway.types import BackendSignals, Sample
+from gateway.types import EngineStats, Sample
 from tests.clock import FakeClock
 
 
@@ -110,7 +110,7 @@ def test_streams_sent_before_the_epoch_do_not_count() -> None:
 def test_the_backend_histogram_fills_a_signal_nothing_measured_in_this_epoch() -> None:
     ev, clock = evidence(min_samples=5)
     ev.finish(1, Sample(dispatched_at=clock.now, e2e=2.0))  # non-streaming
-    scrape = BackendSignals(at=clock.now, ttft_p90=2.5, e2e_p90=9.0)
+    scrape = EngineStats(at=clock.now, ttft_p90=2.5, e2e_p90=9.0)
     got = ev.percentiles({}, None, scrape)
     assert got.p90 == {"e2e": 2.0, "ttft": 2.5}  # measured e2e wins over the backend's
     assert got.counts == {"e2e": 1, "ttft": 5} and "ttft" not in got.values

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.types import BackendSignals, Observation
+from gateway.types import EngineStats, Observation
 
 ObsFactory = Callable[..., Observation]
 
@@ -31,6 +31,6 @@ def make_obs(**overrides: Any) -> Observation:
     return Observation(**fields)
 
 
-def signals(**kw: Any) -> BackendSignals:
+def engine_stats(**kw: Any) -> EngineStats:
     kw.setdefault("at", 99.0)
-    return BackendSignals(**kw)
+    return EngineStats(**kw)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from limits_helpers import make_obs, signals
+from limits_helpers import engine_stats, make_obs
 
 from gateway.limits import DEFAULT, NAMES, REASONS, create
 from gateway.types import SLA
@@ -45,9 +45,9 @@ def test_reasons_are_a_closed_set() -> None:
                 {"peak_inflight": 1},
                 {"ceiling": 4},
                 {"limit": 64, "ceiling": 64},
-                {"signals": signals(kv_usage=0.99, waiting=4, running=9)},
-                {"signals": signals(kv_usage=0.99, waiting=0, running=9)},
-                {"signals": signals(kv_usage=0.4, waiting=4, running=9)},
+                {"engine_stats": engine_stats(kv_usage=0.99, waiting=4, running=9)},
+                {"engine_stats": engine_stats(kv_usage=0.99, waiting=0, running=9)},
+                {"engine_stats": engine_stats(kv_usage=0.4, waiting=4, running=9)},
             ):
                 o = make_obs(now=100.0 * i, p90={"ttft": ttft}, p90_e2e_per_token=ttft / 50, **kw)
                 seen.add(algo.update(o).reason)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from limits_helpers import ObsFactory, signals
+from limits_helpers import ObsFactory, engine_stats
 
 from gateway.limits import SLALimit, create
 from gateway.limits.sla_params import SLAParams
@@ -53,8 +53,8 @@ def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) 
 
 def outside(obs: ObsFactory, now: float, **kw: object) -> Observation:
     """TTFT 1.3 s at the proxy, 0.05 s in the engine's own histogram: 1.25 s spent outside it."""
-    sig = signals(at=now - 0.5, ttft_p90=0.05)
-    return obs(limit=12, p90={"ttft": 1.3}, now=now, interval=1.0, signals=sig, **kw)
+    stats = engine_stats(at=now - 0.5, ttft_p90=0.05)
+    return obs(limit=12, p90={"ttft": 1.3}, now=now, interval=1.0, engine_stats=stats, **kw)
 
 
 def test_front_end_delay_over_target_is_a_floor_without_any_cut(obs: ObsFactory) -> None:
@@ -86,8 +86,10 @@ def test_not_binding_never_moves_whatever_latency_or_counters_say(obs: ObsFactor
 
 
 def test_preemptions_and_full_kv_are_not_reasons_to_cut(obs: ObsFactory) -> None:
-    sig = signals(kv_usage=1.0, waiting=6.0, running=14.0)
-    d = algo().update(obs(limit=14, p90={"ttft": 0.5}, signals=sig, preemptions_delta=6.0, since_change=10.0))
+    stats = engine_stats(kv_usage=1.0, waiting=6.0, running=14.0)
+    d = algo().update(
+        obs(limit=14, p90={"ttft": 0.5}, engine_stats=stats, preemptions_delta=6.0, since_change=10.0)
+    )
     assert d.direction == Direction.UP
 
 
@@ -198,7 +200,7 @@ def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
             now=100.0,
             interval=1.0,
             since_change=10.0,
-            signals=signals(at=99.8, running=9.0, waiting=0.0),
+            engine_stats=engine_stats(at=99.8, running=9.0, waiting=0.0),
             outside_engine=1.0,
         )
     )
@@ -210,7 +212,7 @@ def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
             now=110.0,
             interval=1.0,
             since_change=10.0,
-            signals=signals(at=109.8, running=9.0, waiting=0.0),
+            engine_stats=engine_stats(at=109.8, running=9.0, waiting=0.0),
             outside_engine=5.0,
         )
     )
