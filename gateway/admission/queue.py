@@ -283,7 +283,7 @@ class AdmissionQueue(Generic[L]):
     def _may_go_next(self, head: Entry[Waiter[L]]) -> list[Entry[Waiter[L]]]:
         """The waiters that compete for a free slot: the next one and up to `lookahead` - 1 after it
         in its tenant's lane (priority and fairness between tenants pick the lane), unless the next
-        one was passed over `lookahead` times already or is a retry; the dispatcher gives the slot
+        one was passed over `lookahead` times already or is a retry; the pool gives the slot
         to the one that fits the free backend best. A retry behind the next one stays out: it may
         not go to every backend the others may."""
         if self.lookahead == 1 or head.item.passed >= self.lookahead or head.item.ticket.exclude:

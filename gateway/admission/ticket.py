@@ -55,7 +55,7 @@ class Ticket:
     """Longest wait this request accepts, capped by its tenant's or the queue's timeout."""
     request_id: str | None = None
     route: RouteKey | None = None
-    """What the dispatcher routes the request by (its prompt's prefix, its session)."""
+    """What the pool routes the request by (its prompt's prefix, its session)."""
     background: bool = False
     """A batch line: served only when no interactive request waits, never shed for its wait."""
     exclude: frozenset[str] = frozenset()
