@@ -28,7 +28,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterable, Sequence
 
-from gateway.config import BackendConfig, HealthConfig
+from gateway import limits
+from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.limiter import Limiter, Slot
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
@@ -168,6 +169,22 @@ class Backend:
         out["background_inflight"] = self.background_inflight
         out["background_room"] = max(0, self.background_room(now))
         return out
+
+
+def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Backend:
+    """A backend and its limiter as `config` sets them up; whoever queues for it wires
+    `limiter.notify_capacity` next."""
+    controller = config.controller
+    limiter = Limiter(
+        limits.create(controller.algorithm, controller.params, config.sla),
+        clock=clock,
+        floor=bc.min_concurrency,
+        max_limit=bc.max_concurrency,
+        window_seconds=controller.window_seconds,
+        min_samples=controller.min_samples,
+        overdue_after=config.sla.ttft_p90,
+    )
+    return Backend(bc, limiter, config.health, clock, interactive_horizon=config.batch.interactive_horizon)
 
 
 class Lease:

@@ -9,8 +9,9 @@ in between), so no request ever sees half of it:
   algorithm is rebuilt only if `controller` or `sla` changed, starting from the learned limit.
 - A new backend enters the pool out of rotation and joins when its first health check passes.
 - A removed backend leaves the pool at once: nothing new is sent to it, requests running there
-  finish (each holds its backend), its checks stop, its gauges go. Queued requests for a model that
-  no backend is configured to serve any more are answered 503 `no_backend`.
+  finish (each holds its backend), its checks stop, its gauges go (they are read from the pool).
+  Queued requests for a model that no backend is configured to serve any more are answered 503
+  `no_backend`.
 - SLA, tenants and keys, queue bounds and weights, timeouts, health, retries, the body limit, the
   shutdown grace and the admin key apply to the next request, check or shutdown. So does routing:
   a new strategy or imbalance bound starts a new one (the prefix index starts empty), a new
@@ -34,7 +35,6 @@ from gateway.config import BackendConfig, ConfigError, GatewayConfig
 from gateway.config_source import ConfigSource
 from gateway.endpoints import OpenAIEndpoints
 from gateway.forwarder import Forwarder
-from gateway.metrics import Metrics
 from gateway.model_queues import ModelQueues
 from gateway.router import Router
 from gateway.upstream import Upstream
@@ -46,7 +46,6 @@ class Gateway(Protocol):
     """What a reload changes in the running gateway (gateway.app.Gateway)."""
 
     config: GatewayConfig
-    metrics: Metrics
     pool: Pool
     queues: ModelQueues
     upstream: Upstream
@@ -114,7 +113,6 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
     if (old.routing.strategy, old.routing.max_imbalance) != (new.routing.strategy, new.routing.max_imbalance):
         gw.pool.strategy = routing.create(new.routing.strategy, new.routing.max_imbalance)
     gw.config = new
-    gw.metrics.set_sla(new.sla)
     gw.endpoints.reconfigure(new)
     gw.forwarder.retries = new.retries
     gw.upstream.timeouts = new.timeouts
@@ -154,7 +152,6 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
         backends.append(backend)
     for backend in current.values():
         gw.unwatch(backend)
-        gw.metrics.forget_backend(backend.name)
         gw.pool.strategy.forget(backend.name)
         changes.append(f"backend {backend.name} removed")
     gw.pool.backends = tuple(backends)

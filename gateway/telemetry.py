@@ -30,13 +30,13 @@ class Telemetry:
         key = (model, reason)
         child = self._rejected.get(key)
         if child is None:
-            child = self._rejected[key] = self.metrics.rejected.labels(model, reason)
+            child = self._rejected[key] = self.metrics.requests.rejected.labels(model, reason)
         child.inc()
 
     def queued(self, model: str, wait: float) -> None:
         child = self._wait.get(model)
         if child is None:
-            child = self._wait[model] = self.metrics.queue_wait.labels(model)
+            child = self._wait[model] = self.metrics.requests.queue_wait.labels(model)
         child.observe(wait)
 
     def finished(
@@ -55,16 +55,16 @@ class Telemetry:
         key = (model, backend, status)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self.metrics.requests.labels(model, backend, str(status))
+            child = self._requests[key] = self.metrics.requests.answered.labels(model, backend, str(status))
         child.inc()
         if not client_facing:
             return
         duration = self._duration.get(model)
         if duration is None:
-            duration = self._duration[model] = self.metrics.duration.labels(model)
+            duration = self._duration[model] = self.metrics.requests.duration.labels(model)
         duration.observe(now - arrived)
         if first_token_at is not None:
             ttft = self._ttft.get(model)
             if ttft is None:
-                ttft = self._ttft[model] = self.metrics.ttft.labels(model)
+                ttft = self._ttft[model] = self.metrics.requests.ttft.labels(model)
             ttft.observe(first_token_at - arrived)

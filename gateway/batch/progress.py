@@ -3,7 +3,8 @@
 Counts of batches by status (loaded from the store at start, then moved on every transition), the
 lines of each unfinished batch (total, completed, failed; pending is the rest), and the tokens of
 answered lines over the last `RATE_WINDOW` seconds: batch tokens/s = tokens in the window / window.
-Counters (lines answered, tokens) go to Prometheus as they are committed; gauges are set at scrape.
+Counters (lines answered, tokens) go to Prometheus as they are committed; gauges read `by_status`
+and `pending` at scrape (gateway.metrics.live).
 """
 
 from __future__ import annotations
@@ -31,13 +32,12 @@ class _Active:
 
 class Progress:
     def __init__(self, metrics: Metrics, clock: Clock) -> None:
-        self._metrics = metrics
         self._clock = clock
         self._statuses: Counter[str] = Counter()
         self._active: dict[str, _Active] = {}
         self._tokens: deque[tuple[float, int]] = deque()
-        self._lines = {o: metrics.batch_lines.labels(o) for o in ("completed", "failed")}
-        self._kinds = {k: metrics.batch_tokens.labels(k) for k in ("prompt", "completion")}
+        self._lines = {o: metrics.batch.lines.labels(o) for o in ("completed", "failed")}
+        self._kinds = {k: metrics.batch.tokens.labels(k) for k in ("prompt", "completion")}
 
     def load(self, counts: dict[str, int]) -> None:
         self._statuses = Counter(counts)
@@ -82,7 +82,7 @@ class Progress:
 
     def state(self) -> dict[str, object]:
         return {
-            "by_status": {s: self._statuses.get(s, 0) for s in STATUSES},
+            "by_status": self.by_status(),
             "lines": {
                 "completed": sum(a.completed for a in self._active.values()),
                 "failed": sum(a.failed for a in self._active.values()),
@@ -103,7 +103,5 @@ class Progress:
             ],
         }
 
-    def refresh_gauges(self) -> None:
-        for status in STATUSES:
-            self._metrics.batches.labels(status).set(self._statuses.get(status, 0))
-        self._metrics.batch_lines_pending.set(self.pending())
+    def by_status(self) -> dict[str, int]:
+        return {s: self._statuses.get(s, 0) for s in STATUSES}

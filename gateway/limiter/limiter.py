@@ -88,6 +88,11 @@ class Limiter:
         self._last_tick_at = self._last_change_at
         self._evidence.start_epoch(self._last_change_at)
 
+    def notify_capacity(self, on_capacity: Callable[[], None]) -> None:
+        """Call `on_capacity` when a release leaves room or the limit rises: set by whoever queues
+        for this limiter once it exists (the limiter is built first, as part of its backend)."""
+        self._inflight.notify(on_capacity)
+
     def reconfigure(
         self, algorithm: LimitAlgorithm, *, floor: int, max_limit: int, overdue_after: float | None
     ) -> None:

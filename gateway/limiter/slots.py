@@ -84,6 +84,10 @@ class InFlight:
         if self._on_capacity is not None and self._count < self._limit:
             self._on_capacity()
 
+    def notify(self, on_capacity: Callable[[], None]) -> None:
+        """Call `on_capacity` from now on when a release leaves room or the limit rises."""
+        self._on_capacity = on_capacity
+
     def set_limit(self, limit: int) -> None:
         """Apply a new limit; a rise wakes whoever waits for capacity."""
         before = self._limit

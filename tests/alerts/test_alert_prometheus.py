@@ -1,7 +1,7 @@
 """The shipped configuration in a real Prometheus (Debian's binary, on loopback).
 
 The target scraped here is the gateway's own metrics registry (`gateway.metrics.Metrics`) served
-over HTTP, with values set by the test: it checks that what the gateway exports, the config and the
+over HTTP, reading a gateway state made up by the test: it checks that what the gateway exports, the config and the
 rules fit together. The run under real overload, with real gateways, simulated backends and
 Alertmanager delivering to a webhook, is test_alert_e2e.py.
 """
@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from prom import (
 )
 
 from gateway.metrics import Metrics
+from gateway.types import SLA, Decision, EngineStats, Signal
 
 
 @contextmanager
@@ -62,16 +64,79 @@ def serve_metrics(metrics: Metrics) -> Iterator[str]:
         thread.join(5)
 
 
-def gateway_at_capacity() -> Metrics:
+@dataclass
+class FullLimiter:
+    inflight: int = 4
+    limit: int = 4
+    ceiling: int = 20
+    floor: int = 1
+    last_decision: Decision | None = None
+
+    def p90(self) -> dict[Signal, float]:
+        return {}
+
+
+@dataclass
+class FullBackend:
+    name: str = "b1"
+    limiter: FullLimiter = field(default_factory=FullLimiter)
+    background_inflight: int = 0
+    engine_stats: EngineStats | None = None
+    prefix_queries: float = 0.0
+    prefix_hits: float = 0.0
+    cache_epoch: int = 0
+
+    def in_rotation(self, now: float) -> bool:
+        return True
+
+
+@dataclass
+class NoIndex:
+    def report(self, backend: str, epoch: int) -> None:
+        return None
+
+
+@dataclass
+class OneBackendPool:
+    backends: tuple[FullBackend, ...] = (FullBackend(),)
+    strategy: NoIndex = field(default_factory=NoIndex)
+
+
+@dataclass
+class Queue:
+    depth: int
+
+
+@dataclass
+class WaitingQueues:
+    by_model: dict[str, Queue] = field(default_factory=lambda: {"llama": Queue(6)})
+
+    def capacity_exhausted(self, model: str) -> bool:
+        return True
+
+
+@dataclass
+class Config:
+    sla: SLA = field(default_factory=lambda: SLA(ttft_p90=1.0))
+
+
+@dataclass
+class AtCapacity:
     """One backend full at its limit, requests queued: what the gateway exports when exhausted."""
+
+    config: Config = field(default_factory=Config)
+    pool: OneBackendPool = field(default_factory=OneBackendPool)
+    queues: WaitingQueues = field(default_factory=WaitingQueues)
+    batches: None = None
+    coordinator: None = None
+
+    def clock(self) -> float:
+        return 0.0
+
+
+def gateway_at_capacity() -> Metrics:
     m = Metrics()
-    m.backend_up.labels("b1").set(1)
-    m.limit.labels("b1").set(4)
-    m.floor.labels("b1").set(1)
-    m.ceiling.labels("b1").set(20)
-    m.inflight.labels("b1").set(4)
-    m.queue_depth.labels("llama").set(6)
-    m.capacity_exhausted.labels("llama").set(1)
+    m.live.read_from(AtCapacity())
     return m
 
 

@@ -1,0 +1,32 @@
+"""The gateway's Prometheus metrics: the only package that imports prometheus_client.
+
+One registry per gateway instance (never the process-global default), so tests and several gateways
+in one process do not collide. Events are counted where they happen (`requests`, `controller`,
+`batch`; gateway.telemetry caches the hot-path label children); everything that is state rather
+than an event is read from the running gateway at scrape time (`live`, gateway.metrics.live).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from gateway.metrics.events import BatchMetrics, ControllerMetrics
+from gateway.metrics.live import LiveGauges
+from gateway.metrics.requests import RequestMetrics
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self, *, coordination: bool = False) -> None:
+        """`coordination`: export the shared-state gauges (see gateway.metrics.live)."""
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = RequestMetrics(self.registry)
+        self.controller = ControllerMetrics(self.registry)
+        self.batch = BatchMetrics(self.registry)
+        self.live = LiveGauges(coordination=coordination)
+        self.registry.register(self.live)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
