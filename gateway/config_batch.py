@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config_reader import ConfigReader
+from gateway.config_reader import ConfigReader, default
 
 OPENAI_MAX_FILE_BYTES = 200 * 1024 * 1024
 """OpenAI's limit on a batch input file (200 MB)."""
@@ -46,8 +46,11 @@ def parse_batch(r: ConfigReader, data: Mapping[str, Any]) -> BatchConfig:
         data_dir = None
     return BatchConfig(
         data_dir=None if data_dir is None else Path(data_dir).expanduser(),
-        max_file_bytes=r.number(raw, "max_file_bytes", OPENAI_MAX_FILE_BYTES, path, minimum=1, integer=True),
-        max_lines=r.number(raw, "max_lines", OPENAI_MAX_LINES, path, minimum=1, integer=True),
-        max_attempts=r.number(raw, "max_attempts", 5, path, minimum=1, integer=True),
-        interactive_horizon=r.seconds(raw, "interactive_horizon", 30.0, path),
+        **{
+            key: r.number(raw, key, default(BatchConfig, key), path, minimum=1, integer=True)
+            for key in ("max_file_bytes", "max_lines", "max_attempts")
+        },
+        interactive_horizon=r.seconds(
+            raw, "interactive_horizon", default(BatchConfig, "interactive_horizon"), path
+        ),
     )

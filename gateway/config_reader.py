@@ -7,12 +7,22 @@ loop. Durations are at most `MAX_SECONDS`, so that every timer they arm is in ra
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
 
 MAX_SECONDS = 86_400.0
 """Longest duration any setting may have (a day): longer than any wait worth configuring."""
+
+
+def default(cls: type[Any], name: str) -> Any:
+    """The default the config dataclass `cls` declares for its field `name`: every default is written
+    once, on its dataclass, and the parsers read it from there."""
+    f = cls.__dataclass_fields__[name]
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory()
 
 
 class ConfigReader:

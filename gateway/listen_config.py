@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config_reader import ConfigReader
+from gateway.config_reader import ConfigReader, default
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +78,10 @@ def parse_listen_limits(r: ConfigReader, listen: Mapping[str, Any]) -> ListenLim
 def parse_admin(r: ConfigReader, data: Mapping[str, Any], public_port: int) -> AdminConfig:
     admin = r.section(data, "admin", "")
     r.unknown(admin, {"api_key", "api_key_env", "host", "port"}, "admin.")
-    host = admin.get("host", "127.0.0.1")
+    host = admin.get("host", default(AdminConfig, "host"))
     if not isinstance(host, str) or not host:
         r.problems.append("admin.host: must be a host name or address")
-        host = "127.0.0.1"
+        host = default(AdminConfig, "host")
     port: int | None = None
     if admin.get("port") is not None:
         port = r.number(admin, "port", 0, "admin.", minimum=1, integer=True)

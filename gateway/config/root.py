@@ -1,0 +1,133 @@
+"""The whole config: `GatewayConfig`, its top-level keys, and `parse_config`, which hands each
+section to its own parser (one module a section) with one shared reader, so every problem is
+collected with its dotted path before any is raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config.backends import BackendConfig, parse_backends
+from gateway.config.control import (
+    DEFAULT_SLA,
+    ControllerConfig,
+    QueueConfig,
+    check_algorithm,
+    parse_controller,
+    parse_queue,
+    parse_sla,
+)
+from gateway.config.errors import ConfigError
+from gateway.config.routing import RoutingConfig, parse_routing
+from gateway.config.state import StateConfig, parse_state
+from gateway.config.tenants import TenantConfig, parse_tenants
+from gateway.config.upstream import (
+    HeaderConfig,
+    HealthConfig,
+    TimeoutConfig,
+    parse_headers,
+    parse_health,
+    parse_timeouts,
+)
+from gateway.config_batch import BatchConfig, parse_batch
+from gateway.config_reader import MAX_SECONDS, ConfigReader, default
+from gateway.listen_config import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
+from gateway.types import SLA
+
+TOP_KEYS = {
+    *("listen", "backends", "sla", "controller", "queue", "timeouts", "health", "tenants", "routing"),
+    *("headers", "max_body_bytes", "retries", "shutdown_grace", "state", "admin", "batch"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    backends: tuple[BackendConfig, ...]
+    host: str = "127.0.0.1"
+    port: int = 8080
+    limits: ListenLimits = field(default_factory=ListenLimits)
+    admin: AdminConfig = field(default_factory=AdminConfig)
+    sla: SLA = DEFAULT_SLA
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
+    queue: QueueConfig = field(default_factory=QueueConfig)
+    timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    tenants: tuple[TenantConfig, ...] = ()
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    headers: HeaderConfig = field(default_factory=HeaderConfig)
+    max_body_bytes: int = 16 * 1024 * 1024
+    retries: int = 1
+    shutdown_grace: float = 30.0
+    state: StateConfig = field(default_factory=StateConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+
+    def tenant_for_key(self) -> dict[str, TenantConfig]:
+        return {key: t for t in self.tenants for key in t.api_keys}
+
+
+def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Build a GatewayConfig or raise ConfigError listing every problem found."""
+    r = ConfigReader(os.environ if env is None else env)
+    r.unknown(data, TOP_KEYS, "")
+    listen = r.section(data, "listen", "")
+    host, port = _parse_address(r, listen)
+    config = GatewayConfig(  # keyword arguments run in order: so are the problems listed
+        host=host,
+        port=port,
+        backends=parse_backends(r, data),
+        sla=parse_sla(r, data),
+        controller=parse_controller(r, data),
+        queue=parse_queue(r, data),
+        timeouts=parse_timeouts(r, data),
+        health=parse_health(r, data),
+        headers=parse_headers(r, data),
+        tenants=parse_tenants(r, data),
+        routing=parse_routing(r, data),
+        limits=parse_listen_limits(r, listen),
+        admin=parse_admin(r, data, port),
+        **_parse_top(r, data),
+    )
+    check_algorithm(r, config.controller, config.sla)
+    if r.problems:
+        raise ConfigError(r.problems)
+    return config
+
+
+def _parse_address(r: ConfigReader, listen: Mapping[str, Any]) -> tuple[str, int]:
+    r.unknown(listen, LISTEN_KEYS, "listen.")
+    host = listen.get("host", default(GatewayConfig, "host"))
+    if not isinstance(host, str) or not host:
+        r.problems.append("listen.host: must be a host name or address")
+        host = default(GatewayConfig, "host")
+    port: int = r.number(
+        listen, "port", default(GatewayConfig, "port"), "listen.", maximum=65535, integer=True
+    )
+    return host, port
+
+
+def _parse_top(r: ConfigReader, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level numbers, then the sections whose problems are listed last."""
+    return {
+        "max_body_bytes": r.number(
+            data,
+            "max_body_bytes",
+            default(GatewayConfig, "max_body_bytes"),
+            "",
+            minimum=1,
+            maximum=2**30,
+            integer=True,
+        ),
+        "retries": r.number(
+            data, "retries", default(GatewayConfig, "retries"), "", maximum=100, integer=True
+        ),
+        "shutdown_grace": float(
+            r.number(
+                data, "shutdown_grace", default(GatewayConfig, "shutdown_grace"), "", maximum=MAX_SECONDS
+            )
+        ),
+        "state": parse_state(r, data),
+        "batch": parse_batch(r, data),
+    }
