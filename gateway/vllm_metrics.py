@@ -35,6 +35,8 @@ _GAUGES = {
     "vllm:prefix_cache_hits_total": "prefix_hits",
 }
 
+_WANTED = frozenset({"vllm:cache_config_info", *_BUCKET_NAMES, *_GAUGES})
+
 
 @dataclass(slots=True)
 class VllmScrape:
@@ -64,71 +66,94 @@ def _labels(text: str) -> dict[str, str]:
 
 
 def parse_vllm_metrics(text: str) -> VllmScrape:
-    out = VllmScrape()
-    sums: dict[str, float] = {}
-    kv_values: list[float] = []
-    legacy_kv: list[float] = []
-    by_family: dict[str, dict[float, float]] = {}
+    scan = _Scan()
     for line in text.splitlines():
-        if not line.startswith("vllm:"):
-            continue
-        brace = line.find("{")
-        if brace >= 0:
-            name = line[:brace]
-            end = line.rfind("}")
-            labels_text, rest = line[brace + 1 : end], line[end + 1 :]
-        else:
-            name, _, rest = line.partition(" ")
-            labels_text = ""
-        parts = rest.split()
-        if not parts:
-            continue
-        try:
-            value = float(parts[0])
-        except ValueError:
-            continue
+        if line.startswith("vllm:") and (sample := _sample(line)) is not None:
+            scan.add(*sample)
+    return scan.result()
+
+
+def _sample(line: str) -> tuple[str, str, float] | None:
+    """(name, the text between the braces, value) of a sample this module reads; None for any other
+    line, or one without a number."""
+    brace = line.find("{")
+    if brace >= 0:
+        name = line[:brace]
+        if name not in _WANTED:
+            return None
+        end = line.rfind("}")
+        labels_text, rest = line[brace + 1 : end], line[end + 1 :]
+    else:
+        name, _, rest = line.partition(" ")
+        if name not in _WANTED:
+            return None
+        labels_text = ""
+    parts = rest.split()
+    if not parts:
+        return None
+    try:
+        return name, labels_text, float(parts[0])
+    except ValueError:
+        return None
+
+
+class _Scan:
+    """What the samples of one exposition add up to, sample by sample."""
+
+    def __init__(self) -> None:
+        self.out = VllmScrape()
+        self.sums: dict[str, float] = {}
+        self.kv_values: list[float] = []
+        self.legacy_kv: list[float] = []
+        self.by_family: dict[str, dict[float, float]] = {}
+
+    def add(self, name: str, labels_text: str, value: float) -> None:
         if name == "vllm:cache_config_info":
-            labels = _labels(labels_text)
-            try:
-                out.block_size = int(float(labels["block_size"]))
-                out.num_gpu_blocks = int(float(labels["num_gpu_blocks"]))
-            except (KeyError, ValueError):
-                pass
-            continue
-        family = _BUCKET_NAMES.get(name)
-        if family is not None:
-            labels = _labels(labels_text)
-            le = labels.get("le")
-            if le is None:
-                continue
-            bound = math.inf if le in ("+Inf", "Inf") else float(le)
-            hist = by_family.setdefault(family, {})
-            hist[bound] = hist.get(bound, 0.0) + value
-            continue
-        key = _GAUGES.get(name)
-        if key is None:
-            continue
+            self._cache_config(_labels(labels_text))
+        elif (family := _BUCKET_NAMES.get(name)) is not None:
+            self._bucket(family, labels_text, value)
+        elif (key := _GAUGES.get(name)) is not None:
+            self._gauge(key, labels_text, value)
+
+    def _cache_config(self, labels: dict[str, str]) -> None:
+        try:
+            self.out.block_size = int(float(labels["block_size"]))
+            self.out.num_gpu_blocks = int(float(labels["num_gpu_blocks"]))
+        except (KeyError, ValueError):
+            pass
+
+    def _bucket(self, family: str, labels_text: str, value: float) -> None:
+        le = _labels(labels_text).get("le")
+        if le is None:
+            return
+        bound = math.inf if le in ("+Inf", "Inf") else float(le)
+        hist = self.by_family.setdefault(family, {})
+        hist[bound] = hist.get(bound, 0.0) + value
+
+    def _gauge(self, key: str, labels_text: str, value: float) -> None:
         if "model_name" in labels_text:
             model = _labels(labels_text).get("model_name")
             if model:
-                out.models.add(model)
+                self.out.models.add(model)
         if key == "kv_usage":
-            kv_values.append(value)
+            self.kv_values.append(value)
         elif key == "kv_usage_legacy":
-            legacy_kv.append(value)
+            self.legacy_kv.append(value)
         else:
-            sums[key] = sums.get(key, 0.0) + value
-    # Newer servers export a renamed histogram beside its deprecated twin: take the first name found.
-    for signal, names in HISTOGRAMS.items():
-        for family in names:
-            if family in by_family:
-                out.histograms[signal] = by_family[family]
-                break
-    kv = kv_values or legacy_kv
-    out.kv_usage = max(kv) if kv else None
-    out.waiting = sums.get("waiting")
-    out.running = sums.get("running")
-    out.preemptions_total = sums.get("preemptions")
-    out.prefix_queries = sums.get("prefix_queries")
-    out.prefix_hits = sums.get("prefix_hits")
-    return out
+            self.sums[key] = self.sums.get(key, 0.0) + value
+
+    def result(self) -> VllmScrape:
+        out = self.out
+        # Newer servers export a renamed histogram beside its deprecated twin: take the first name found.
+        for signal, names in HISTOGRAMS.items():
+            found = next((self.by_family[f] for f in names if f in self.by_family), None)
+            if found is not None:
+                out.histograms[signal] = found
+        kv = self.kv_values or self.legacy_kv
+        out.kv_usage = max(kv) if kv else None
+        out.waiting = self.sums.get("waiting")
+        out.running = self.sums.get("running")
+        out.preemptions_total = self.sums.get("preemptions")
+        out.prefix_queries = self.sums.get("prefix_queries")
+        out.prefix_hits = self.sums.get("prefix_hits")
+        return out

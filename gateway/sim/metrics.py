@@ -43,104 +43,96 @@ def buckets_1_2_5(max_value: int) -> list[float]:
         scale *= 10
 
 
+class _Series:
+    """Creates one engine's series: every one carries `model_name` and `engine` ("0")."""
+
+    LABELS = ("model_name", "engine")
+
+    def __init__(self, registry: CollectorRegistry, model: str) -> None:
+        self.registry = registry
+        self.values = (model, "0")
+
+    def gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(name, doc, self.LABELS, registry=self.registry).labels(*self.values)
+
+    def counter(self, name: str, doc: str) -> Counter:
+        return Counter(name, doc, self.LABELS, registry=self.registry).labels(*self.values)
+
+    def histogram(self, name: str, doc: str, buckets: tuple[float, ...] | list[float]) -> Histogram:
+        return Histogram(name, doc, self.LABELS, buckets=buckets, registry=self.registry).labels(*self.values)
+
+
 class SimMetrics:
     def __init__(self, profile: Profile, model: str) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        labels = ("model_name", "engine")
-        values = (model, "0")
-        reg = self.registry
+        self._model = model
+        series = _Series(self.registry, model)
+        self._add_state(series)
+        self._add_counters(series)
+        self._add_token_histograms(series, profile.max_model_len)
+        self._add_latency_histograms(series)
+        _add_cache_config(self.registry, profile)
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, labels, registry=reg).labels(*values)
-
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, labels, registry=reg).labels(*values)
-
-        def histogram(name: str, doc: str, buckets: tuple[float, ...] | list[float]) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=reg).labels(*values)
-
-        self.running = gauge("vllm:num_requests_running", "Number of requests in model execution.")
-        self.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting.")
-        self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.")
-        self.gpu_cache_usage = gauge(
+    def _add_state(self, s: _Series) -> None:
+        self.running = s.gauge("vllm:num_requests_running", "Number of requests in model execution.")
+        self.waiting = s.gauge("vllm:num_requests_waiting", "Number of requests waiting.")
+        self.kv_usage = s.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.")
+        self.gpu_cache_usage = s.gauge(
             "vllm:gpu_cache_usage_perc", "GPU KV-cache usage (old name of kv_cache_usage_perc)."
         )
-        self.prefix_queries = counter("vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens.")
-        self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.")
-        self.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemptions.")
-        self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+
+    def _add_counters(self, s: _Series) -> None:
+        self.prefix_queries = s.counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in queried tokens."
+        )
+        self.prefix_hits = s.counter("vllm:prefix_cache_hits", "Prefix cache hits, in cached tokens.")
+        self.preemptions = s.counter("vllm:num_preemptions", "Cumulative number of preemptions.")
+        self.prompt_tokens = s.counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = s.counter("vllm:generation_tokens", "Number of generation tokens processed.")
         self.success = Counter(
             "vllm:request_success",
             "Count of successfully processed requests.",
-            (*labels, "finished_reason"),
-            registry=reg,
+            (*s.LABELS, "finished_reason"),
+            registry=s.registry,
         )
-        token_buckets = buckets_1_2_5(profile.max_model_len)
-        self.req_prompt_tokens = histogram(
+
+    def _add_token_histograms(self, s: _Series, max_model_len: int) -> None:
+        token_buckets = buckets_1_2_5(max_model_len)
+        self.req_prompt_tokens = s.histogram(
             "vllm:request_prompt_tokens", "Number of prefill tokens processed.", token_buckets
         )
-        self.req_generation_tokens = histogram(
+        self.req_generation_tokens = s.histogram(
             "vllm:request_generation_tokens", "Number of generation tokens processed.", token_buckets
         )
-        self.iteration_tokens = histogram(
+        self.iteration_tokens = s.histogram(
             "vllm:iteration_tokens_total",
             "Histogram of number of tokens per engine_step.",
             ITERATION_TOKEN_BUCKETS,
         )
-        self.ttft = histogram(
+
+    def _add_latency_histograms(self, s: _Series) -> None:
+        self.ttft = s.histogram(
             "vllm:time_to_first_token_seconds", "Time to first token in seconds.", TTFT_BUCKETS
         )
-        self.itl = histogram(
+        self.itl = s.histogram(
             "vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", TOKEN_LATENCY_BUCKETS
         )
-        self.tpot = histogram(
-            "vllm:time_per_output_token_seconds",
-            "Time per output token in seconds.",
-            TOKEN_LATENCY_BUCKETS,
+        self.tpot = s.histogram(
+            "vllm:time_per_output_token_seconds", "Time per output token in seconds.", TOKEN_LATENCY_BUCKETS
         )
-        self.e2e = histogram(
-            "vllm:e2e_request_latency_seconds",
-            "End-to-end request latency in seconds.",
-            REQUEST_LATENCY_BUCKETS,
-        )
-        self.queue = histogram(
-            "vllm:request_queue_time_seconds",
-            "Time spent in WAITING phase for request.",
-            REQUEST_LATENCY_BUCKETS,
-        )
-        self.inference = histogram(
-            "vllm:request_inference_time_seconds",
-            "Time spent in RUNNING phase for request.",
-            REQUEST_LATENCY_BUCKETS,
-        )
-        self.prefill = histogram(
-            "vllm:request_prefill_time_seconds",
-            "Time spent in PREFILL phase for request.",
-            REQUEST_LATENCY_BUCKETS,
-        )
-        self.decode = histogram(
-            "vllm:request_decode_time_seconds",
-            "Time spent in DECODE phase for request.",
-            REQUEST_LATENCY_BUCKETS,
-        )
-        cache_info = {
-            "block_size": str(profile.block_size),
-            "cache_dtype": "auto",
-            "enable_prefix_caching": str(profile.enable_prefix_caching),
-            "gpu_memory_utilization": "0.9",
-            "num_cpu_blocks": "None",
-            "num_gpu_blocks": str(profile.num_gpu_blocks),
-            "num_gpu_blocks_override": "None",
-            "engine": "0",
+        phase = {
+            "e2e": ("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds."),
+            "queue": ("vllm:request_queue_time_seconds", "Time spent in WAITING phase for request."),
+            "inference": ("vllm:request_inference_time_seconds", "Time spent in RUNNING phase for request."),
+            "prefill": ("vllm:request_prefill_time_seconds", "Time spent in PREFILL phase for request."),
+            "decode": ("vllm:request_decode_time_seconds", "Time spent in DECODE phase for request."),
         }
-        Gauge(
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
-            tuple(cache_info),
-            registry=reg,
-        ).labels(**cache_info).set(1)
-        self._model = model
+        made = {key: s.histogram(name, doc, REQUEST_LATENCY_BUCKETS) for key, (name, doc) in phase.items()}
+        self.e2e = made["e2e"]
+        self.queue = made["queue"]
+        self.inference = made["inference"]
+        self.prefill = made["prefill"]
+        self.decode = made["decode"]
 
     def record(self, report: StepReport, engine: Engine) -> None:
         self.observe_state(engine)
@@ -184,3 +176,24 @@ class SimMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _add_cache_config(registry: CollectorRegistry, profile: Profile) -> None:
+    """`vllm:cache_config_info`: a gauge fixed at 1 whose labels carry the cache config."""
+    cache_info = {
+        "block_size": str(profile.block_size),
+        "cache_dtype": "auto",
+        "enable_prefix_caching": str(profile.enable_prefix_caching),
+        "gpu_memory_utilization": "0.9",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(profile.num_gpu_blocks),
+        "num_gpu_blocks_override": "None",
+        "engine": "0",
+    }
+    gauge = Gauge(
+        "vllm:cache_config_info",
+        "Information of the LLMEngine CacheConfig",
+        tuple(cache_info),
+        registry=registry,
+    )
+    gauge.labels(**cache_info).set(1)

@@ -121,8 +121,63 @@ class Profile:
         return dataclasses.replace(self, **clean)  # type: ignore[arg-type]
 
 
-def _profiles() -> dict[str, Profile]:
-    tiny = Profile(
+def _llama3_8b_h100() -> Profile:
+    """Llama 3 8B on an H100 (DESIGN.md section 6)."""
+    return Profile(
+        name="llama3-8b-h100",
+        model="meta-llama/Meta-Llama-3-8B-Instruct",
+        block_size=16,
+        num_gpu_blocks=28_000,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        max_model_len=8192,
+        step_base=0.002,
+        step_mem=0.006,
+        step_per_token=0.021e-3,
+        step_per_kv_token=0.05e-6,
+        frontend_overhead=0.001,
+    )
+
+
+def _llama32_3b_rtx5090() -> Profile:
+    """Llama 3.2 3B on an RTX 5090 (seed 000)."""
+    return Profile(
+        name="llama3.2-3b-rtx5090",
+        model="meta-llama/Llama-3.2-3B-Instruct",
+        block_size=16,
+        num_gpu_blocks=10_552,
+        max_num_seqs=256,
+        max_num_batched_tokens=2048,
+        max_model_len=8192,
+        step_base=0.003,
+        step_mem=0.018,
+        step_per_token=0.1e-3,
+        step_per_kv_token=0.1e-6,
+        frontend_overhead=0.001,
+    )
+
+
+def _gemma3_4b_rtx4080() -> Profile:
+    """Gemma 3 4B on an RTX 4080 (seed 004)."""
+    return Profile(
+        name="gemma3-4b-rtx4080",
+        model="google/gemma-3-4b-it",
+        block_size=16,
+        num_gpu_blocks=739,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        max_model_len=4096,
+        step_base=0.003,
+        step_mem=0.009,
+        step_per_token=0.05e-3,
+        step_per_kv_token=0.1e-6,
+        frontend_overhead=0.001,
+    )
+
+
+def _tiny_cpu() -> Profile:
+    """The 2-layer random-weight Llama on a real vLLM CPU engine on this machine."""
+    return Profile(
         name="tiny-cpu",
         model="tiny-llama",
         block_size=128,
@@ -139,77 +194,45 @@ def _profiles() -> dict[str, Profile]:
         bytes_per_token=1.0,
         embedding_dim=64,
     )
-    return {
-        p.name: p
-        for p in (
-            Profile(
-                name="llama3-8b-h100",
-                model="meta-llama/Meta-Llama-3-8B-Instruct",
-                block_size=16,
-                num_gpu_blocks=28_000,
-                max_num_seqs=256,
-                max_num_batched_tokens=8192,
-                max_model_len=8192,
-                step_base=0.002,
-                step_mem=0.006,
-                step_per_token=0.021e-3,
-                step_per_kv_token=0.05e-6,
-                frontend_overhead=0.001,
-            ),
-            Profile(
-                name="llama3.2-3b-rtx5090",
-                model="meta-llama/Llama-3.2-3B-Instruct",
-                block_size=16,
-                num_gpu_blocks=10_552,
-                max_num_seqs=256,
-                max_num_batched_tokens=2048,
-                max_model_len=8192,
-                step_base=0.003,
-                step_mem=0.018,
-                step_per_token=0.1e-3,
-                step_per_kv_token=0.1e-6,
-                frontend_overhead=0.001,
-            ),
-            Profile(
-                name="gemma3-4b-rtx4080",
-                model="google/gemma-3-4b-it",
-                block_size=16,
-                num_gpu_blocks=739,
-                max_num_seqs=256,
-                max_num_batched_tokens=8192,
-                max_model_len=4096,
-                step_base=0.003,
-                step_mem=0.009,
-                step_per_token=0.05e-3,
-                step_per_kv_token=0.1e-6,
-                frontend_overhead=0.001,
-            ),
-            tiny,
-            dataclasses.replace(
-                tiny,
-                name="tiny-cpu-4l",
-                step_base=0.001,
-                step_mem=0.002,
-                step_per_token=0.12e-3,
-                step_per_kv_token=0.0,
-                step_per_seq=0.8e-3,
-                frontend_overhead=0.025,
-            ),
-            Profile(
-                name="instant",
-                model="instant",
-                block_size=16,
-                num_gpu_blocks=1_000_000,
-                max_num_seqs=4096,
-                max_num_batched_tokens=1_000_000,
-                max_model_len=32768,
-                step_base=0.0,
-                step_mem=0.0,
-                step_per_token=0.0,
-                step_per_kv_token=0.0,
-            ),
-        )
-    }
+
+
+def _tiny_cpu_4l() -> Profile:
+    """The 4-layer engine `make vllm-cpu` serves: tiny-cpu's cache and limits, slower steps."""
+    return dataclasses.replace(
+        _tiny_cpu(),
+        name="tiny-cpu-4l",
+        step_base=0.001,
+        step_mem=0.002,
+        step_per_token=0.12e-3,
+        step_per_kv_token=0.0,
+        step_per_seq=0.8e-3,
+        frontend_overhead=0.025,
+    )
+
+
+def _instant() -> Profile:
+    """Near-zero step time, to measure what sits in front of the engine."""
+    return Profile(
+        name="instant",
+        model="instant",
+        block_size=16,
+        num_gpu_blocks=1_000_000,
+        max_num_seqs=4096,
+        max_num_batched_tokens=1_000_000,
+        max_model_len=32768,
+        step_base=0.0,
+        step_mem=0.0,
+        step_per_token=0.0,
+        step_per_kv_token=0.0,
+    )
+
+
+_MAKERS = (_llama3_8b_h100, _llama32_3b_rtx5090, _gemma3_4b_rtx4080, _tiny_cpu, _tiny_cpu_4l, _instant)
+"""Every profile, in the order `profile_names` lists them."""
+
+
+def _profiles() -> dict[str, Profile]:
+    return {p.name: p for p in (make() for make in _MAKERS)}
 
 
 def profile_names() -> list[str]:
