@@ -5,8 +5,9 @@
 3. 256 concurrent streams at 20 ms per token: added inter-token P99 (target <= 5 ms)
 
 Non-streaming load comes from wrk (C, cheap enough not to starve the processes it measures on a
-2-core machine); the streams are read by a raw asyncio client that timestamps every chunk. The gateway
-runs the `fixed` algorithm with a limit above the load, so this measures the proxy, not the controller.
+2-core machine); the streams are read by loadtests.http_client, which timestamps every token chunk.
+The gateway runs the `fixed` algorithm with a limit above the load, so this measures the proxy, not
+the controller.
 
     .venv/bin/python -m loadtests.bench_proxy [--seconds 8] [--docs docs/benchmarks.md]
 """
@@ -21,13 +22,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
 
 from gateway.window import nearest_rank
 from loadtests.doc_tables import write_block
+from loadtests.http_client import Connection
 from tests.procs import Proc, free_port, spawn, spawn_gateway
 
 BODY = '{"model":"instant","messages":[{"role":"user","content":"hi"}],"max_tokens":1}'
@@ -95,37 +96,23 @@ def wrk(url: str, connections: int, seconds: float) -> tuple[float, float]:
     return rps, float(p50.group(1)) * _UNITS[p50.group(2)]
 
 
-async def _stream_gaps(port: int, tokens: int) -> list[float]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def _stream_gaps(url: str, tokens: int) -> list[float]:
     body = orjson.dumps(
         {"model": "instant", "prompt": "go", "max_tokens": tokens, "ignore_eos": True, "stream": True}
     )
-    writer.write(
-        b"POST /v1/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json"
-        b"\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
-    )
-    stamps: list[float] = []
+    conn = Connection.to(url)
     try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                raise ConnectionError("stream ended early")
-            now = time.perf_counter()
-            stamps.extend([now] * data.count(b'"text":'))
-            if b"[DONE]" in data:
-                break
+        answer = await conn.post("/v1/completions", body, stamps=True)
     finally:
-        writer.close()
-    return [b - a for a, b in itertools.pairwise(stamps)]
+        conn.close()
+    return [b - a for a, b in itertools.pairwise(answer.stamps)]
 
 
 def stream_gaps(url: str, streams: int, tokens: int) -> list[float]:
     import uvloop
 
-    port = int(url.rsplit(":", 1)[1])
-
     async def run() -> list[float]:
-        results = await asyncio.gather(*(_stream_gaps(port, tokens) for _ in range(streams)))
+        results = await asyncio.gather(*(_stream_gaps(url, tokens) for _ in range(streams)))
         return sorted(g for gaps in results for g in gaps)
 
     return uvloop.run(run())

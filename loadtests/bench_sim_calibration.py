@@ -16,10 +16,11 @@ import asyncio
 import sys
 import time
 
-import httpx
+import orjson
 
 from gateway.sim.closedloop import run_closed_loop
 from gateway.sim.profiles import get_profile
+from loadtests.http_client import Connection
 from loadtests.stats import percentile
 from tests.procs import spawn_sim
 
@@ -81,33 +82,30 @@ def virtual_ttft(n: int) -> float:
 
 
 async def http_loop(url: str, clients: int, duration: float) -> tuple[float, float]:
-    """Closed loop over HTTP: returns (output tok/s, TTFT P90)."""
+    """Closed loop over HTTP: returns (output tok/s, TTFT P90), counting what arrived by the end."""
     body = {"prompt": "", "max_tokens": 300, "ignore_eos": True, "stream": True}
     ttfts: list[float] = []
     tokens = 0
     end = time.perf_counter() + duration
 
-    async def client(c: int, http: httpx.AsyncClient) -> None:
+    async def client(c: int) -> None:
         nonlocal tokens
+        conn = Connection.to(url)
         i = 0
-        while time.perf_counter() < end:
-            i += 1
-            prompt = f"{c:03d}-{i:05d}-".ljust(232, "x")  # 232 bytes = 232 tokens, distinct
-            sent = time.perf_counter()
-            first = True
-            async with http.stream("POST", "/v1/completions", json={**body, "prompt": prompt}) as r:
-                async for line in r.aiter_lines():
-                    if line.startswith("data: {"):
-                        if time.perf_counter() > end:
-                            return
-                        if first:
-                            ttfts.append(time.perf_counter() - sent)
-                            first = False
-                        tokens += 1
+        try:
+            while time.perf_counter() < end:
+                i += 1
+                prompt = f"{c:03d}-{i:05d}-".ljust(232, "x")  # 232 bytes = 232 tokens, distinct
+                answer = await conn.post(
+                    "/v1/completions", orjson.dumps({**body, "prompt": prompt}), stamps=True
+                )
+                if answer.first is not None and answer.first <= end:
+                    ttfts.append(answer.first - answer.sent)
+                tokens += sum(1 for t in answer.stamps if t <= end)
+        finally:
+            conn.close()
 
-    limits = httpx.Limits(max_connections=clients + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
-        await asyncio.gather(*(client(c, http) for c in range(clients)))
+    await asyncio.gather(*(client(c) for c in range(clients)))
     return tokens / duration, percentile(ttfts, 0.9) or 0.0
 
 

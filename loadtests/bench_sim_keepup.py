@@ -1,6 +1,6 @@
 """Can the simulated server keep up with its own model? 256 concurrent SSE streams at 20 ms/token.
 
-The sim runs pinned to one core (taskset) with a constant 20 ms step; a raw asyncio client on the
+The sim runs pinned to one core (taskset) with a constant 20 ms step; loadtests.http_client on the
 other core opens every stream at once and measures each stream's mean inter-token time
 ((last token - first token) / (tokens - 1)). Prints measured vs modelled; passes within 10%.
 
@@ -20,33 +20,19 @@ from pathlib import Path
 
 import orjson
 
+from loadtests.http_client import Connection
 from tests.procs import free_port, spawn
 
 
-async def one_stream(port: int, tokens: int) -> tuple[float, float]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def one_stream(url: str, tokens: int) -> tuple[float, float]:
+    """When the first and the last token of one stream arrived."""
     body = orjson.dumps({"prompt": "hello", "max_tokens": tokens, "ignore_eos": True, "stream": True})
-    writer.write(
-        b"POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\n"
-        + b"content-length: %d\r\n\r\n" % len(body)
-        + body
-    )
-    first = last = 0.0
+    conn = Connection.to(url)
     try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                raise ConnectionError("stream ended early")
-            now = time.perf_counter()
-            if not first and b'"text":' in data:
-                first = now
-            if b'"finish_reason":"length"' in data:
-                last = now
-            if b"[DONE]" in data:
-                break
+        answer = await conn.post("/v1/completions", body, stamps=True)
     finally:
-        writer.close()
-    return first, last
+        conn.close()
+    return answer.stamps[0], answer.stamps[-1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -55,8 +41,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def measure(port: int, streams: int, tokens: int) -> list[float]:
-    results = await asyncio.gather(*(one_stream(port, tokens) for _ in range(streams)))
+async def measure(url: str, streams: int, tokens: int) -> list[float]:
+    results = await asyncio.gather(*(one_stream(url, tokens) for _ in range(streams)))
     return [(last - first) / (tokens - 1) for first, last in results]
 
 
@@ -77,9 +63,9 @@ def main() -> int:
     import uvloop
 
     with spawn(cmd, f"{base}/health", base_url=base) as sim:
-        uvloop.run(measure(port, 8, 20))  # warm-up
+        uvloop.run(measure(sim.url, 8, 20))  # warm-up
         cpu0, wall0 = cpu_seconds(sim.pid), time.perf_counter()
-        gaps = uvloop.run(measure(port, args.streams, args.tokens))
+        gaps = uvloop.run(measure(sim.url, args.streams, args.tokens))
         cpu1, wall1 = cpu_seconds(sim.pid), time.perf_counter()
     mean = statistics.fmean(gaps)
     worst = max(gaps)

@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import orjson
 
+from loadtests.http_client import Connection
 from loadtests.stats import percentile
 from tests.procs import spawn_sim
 
@@ -34,26 +35,28 @@ async def level(url: str, clients: int, seconds: float, max_tokens: int) -> dict
     tokens = 0
     end = time.perf_counter() + seconds
 
-    async def client(c: int, http: httpx.AsyncClient) -> None:
+    async def client(c: int) -> None:
         nonlocal tokens
+        conn = Connection.to(url)
         i = c
-        while time.perf_counter() < end:
-            i += 1
-            body = {
-                "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                "max_tokens": max_tokens,
-                "temperature": 0.7,
-            }
-            sent = time.perf_counter()
-            resp = await http.post("/v1/chat/completions", json=body)
-            resp.raise_for_status()
-            latencies.append(time.perf_counter() - sent)
-            tokens += resp.json()["usage"]["completion_tokens"]
+        try:
+            while time.perf_counter() < end:
+                i += 1
+                body = {
+                    "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                    "max_tokens": max_tokens,
+                    "temperature": 0.7,
+                }
+                answer = await conn.post("/v1/chat/completions", orjson.dumps(body))
+                if answer.status != 200:
+                    raise RuntimeError(f"HTTP {answer.status}: {answer.body[:200]!r}")
+                latencies.append(answer.ended - answer.sent)
+                tokens += orjson.loads(answer.body)["usage"]["completion_tokens"]
+        finally:
+            conn.close()
 
     start = time.perf_counter()
-    limits = httpx.Limits(max_connections=clients + 4)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
-        await asyncio.gather(*(client(c, http) for c in range(clients)))
+    await asyncio.gather(*(client(c) for c in range(clients)))
     elapsed = time.perf_counter() - start
     return {
         "concurrency": clients,

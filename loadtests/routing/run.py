@@ -25,13 +25,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from gateway.config import RoutingConfig
 from gateway.vllm_metrics import parse_vllm_metrics
-from loadtests.routing.client import Answer, Connection
+from loadtests.http_client import Answer, Connection
 from loadtests.routing.workloads import Workload
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
@@ -111,8 +110,6 @@ async def measure(
     """Drive the users; open the window once every user has had an answer (so each conversation's
     history is where its router put it), at least `warmup` seconds in, and together with the
     strategies running beside this one (`gate`)."""
-    parts = urlsplit(gateway.url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
     answers: list[Answer] = []
     errors: list[str] = []
     answered: set[int] = set()
@@ -122,7 +119,7 @@ async def measure(
 
     async def user(u: int) -> None:
         rng = random.Random(seed * 100_003 + u)
-        conn = Connection(host, port)
+        conn = Connection.to(gateway.url)
         await asyncio.sleep(rng.uniform(0, think))
         try:
             while not stop.is_set():

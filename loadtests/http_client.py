@@ -1,20 +1,25 @@
-"""A cheap streaming HTTP/1.1 client: one keep-alive connection per user, raw asyncio streams.
+"""The benchmarks' measuring HTTP/1.1 client: one keep-alive connection per user, raw asyncio streams.
 
-The benchmark's client must not be what limits it: 200 users reading thousands of SSE chunks a
-second through an HTTP library that parses every chunk would need more CPU than the gateway. So a
-request is written by hand, the response read in blocks as they arrive, and nothing is parsed but
-the status line, the headers, and a search of each block for the marker of a chunk carrying text
-(whose first sighting is the time to first token) and for the end of the chunked body. JSON chunk
-bodies (`{"...": ...}`) cannot contain the chunked terminator, a bare CRLF "0" CRLF CRLF.
+A benchmark's client must not be what limits it: hundreds of users reading thousands of SSE chunks
+a second through an HTTP library that parses every chunk would need more CPU than the gateway or
+the simulator it measures. So a request is written by hand, the response read in blocks as they
+arrive, and nothing is parsed but the status line, the headers, and a search of each block for the
+marker of a chunk carrying text (its first sighting is the time to first token; with `stamps`, every
+sighting's arrival is kept, for inter-token gaps) and for the end of the chunked body. JSON chunk
+bodies (`{"...": ...}`) cannot contain the chunked terminator, a bare CRLF "0" CRLF CRLF. A body
+sent with a content-length (a non-streamed answer) is kept whole in `Answer.body`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 _END = b"\r\n0\r\n\r\n"
+TEXT = b'"text":'
+"""The marker of a completions chunk carrying text (one token a chunk from vLLM and the simulator)."""
 
 
 @dataclass(slots=True)
@@ -24,6 +29,10 @@ class Answer:
     status: int
     first: float | None = None
     """When the first chunk carrying output text arrived (streamed 200 answers)."""
+    stamps: list[float] = field(default_factory=list)
+    """With `stamps=True`: when each sighting of the marker arrived (one a token)."""
+    body: bytes = b""
+    """A non-streamed body."""
     backend: str = ""
 
 
@@ -36,7 +45,12 @@ class Connection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    async def post(self, path: str, body: bytes, marker: bytes) -> Answer:
+    @classmethod
+    def to(cls, url: str) -> Connection:
+        parts = urlsplit(url)
+        return cls(parts.hostname or "127.0.0.1", parts.port or 80)
+
+    async def post(self, path: str, body: bytes, marker: bytes = TEXT, *, stamps: bool = False) -> Answer:
         if self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
         reader, writer = self._reader, self._writer
@@ -51,25 +65,30 @@ class Connection:
         status, headers = _parse_head(head)
         answer = Answer(sent, sent, status, backend=headers.get("x-gateway-backend", ""))
         if headers.get("transfer-encoding") == "chunked":
-            await self._read_chunked(reader, marker, answer)
+            await self._read_chunked(reader, marker, answer, stamps)
         else:
-            await reader.readexactly(int(headers.get("content-length", "0")))
+            answer.body = await reader.readexactly(int(headers.get("content-length", "0")))
         answer.ended = time.perf_counter()
         if headers.get("connection") == "close":
             self.close()
         return answer
 
     @staticmethod
-    async def _read_chunked(reader: asyncio.StreamReader, marker: bytes, answer: Answer) -> None:
+    async def _read_chunked(
+        reader: asyncio.StreamReader, marker: bytes, answer: Answer, stamps: bool
+    ) -> None:
         tail = b""
         keep = max(len(marker), len(_END)) - 1
         while True:
             block = await reader.read(65536)
             if not block:
                 raise ConnectionError("the stream ended before its last chunk")
+            now = time.perf_counter()
             seen = tail + block
             if answer.first is None and marker in seen:
-                answer.first = time.perf_counter()
+                answer.first = now
+            if stamps:
+                answer.stamps.extend([now] * (seen.count(marker) - tail.count(marker)))
             if _END in seen or (not tail and seen.startswith(_END[2:])):
                 return
             tail = seen[-keep:]
