@@ -1,8 +1,8 @@
 """The shipped configuration in a real Prometheus (Debian's binary, on loopback).
 
 The target scraped here is the gateway's own metrics registry (`gateway.metrics.Metrics`) served
-over HTTP, reading a gateway state made up by the test: it checks that what the gateway exports, the config and the
-rules fit together. The run under real overload, with real gateways, simulated backends and
+over HTTP, reading a gateway state made up by the test: it checks that what the gateway exports,
+the config and the rules fit together. The run under real overload, with real gateways, simulated backends and
 Alertmanager delivering to a webhook, is test_alert_e2e.py.
 """
 
