@@ -19,41 +19,42 @@ class Describes(Protocol):
     def state(self) -> dict[str, object]: ...
 
 
-class Running(Protocol):
-    """What the document reads from the running gateway (gateway.app.Gateway)."""
+class AdminState:
+    def __init__(
+        self,
+        pool: Pool,
+        queues: ModelQueues,
+        *,
+        clock: Clock,
+        coordinator: Describes | None,
+        batches: Describes | None,
+    ) -> None:
+        self._pool = pool
+        self._queues = queues
+        self._clock = clock
+        self._coordinator = coordinator
+        self._batches = batches
+        self._started_at = clock()
 
-    @property
-    def config(self) -> GatewayConfig: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def started_at(self) -> float: ...
-    @property
-    def pool(self) -> Pool: ...
-    @property
-    def queues(self) -> ModelQueues: ...
-    @property
-    def coordinator(self) -> Describes | None: ...
-    @property
-    def batches(self) -> Describes | None: ...
-
-
-def admin_state(gw: Running) -> dict[str, object]:
-    now = gw.clock()
-    strategy = gw.pool.strategy
-    return {
-        "uptime_seconds": round(now - gw.started_at, 3),
-        "algorithm": gw.config.controller.algorithm,
-        "routing": gw.config.routing.strategy,
-        "sla": gw.config.sla.targets(),
-        "backends": [{**b.state(now), "prefix_cache": prefix_state(b, strategy)} for b in gw.pool.backends],
-        "models": {
-            model: {**q.state(), "capacity_exhausted": gw.queues.capacity_exhausted(model)}
-            for model, q in gw.queues.by_model.items()
-        },
-        "coordination": None if gw.coordinator is None else gw.coordinator.state(),
-        "batches": None if gw.batches is None else gw.batches.state(),
-    }
+    def document(self, config: GatewayConfig) -> dict[str, object]:
+        """The document under `config`, the one in force (a reload replaces it)."""
+        now = self._clock()
+        strategy = self._pool.strategy
+        return {
+            "uptime_seconds": round(now - self._started_at, 3),
+            "algorithm": config.controller.algorithm,
+            "routing": config.routing.strategy,
+            "sla": config.sla.targets(),
+            "backends": [
+                {**b.state(now), "prefix_cache": prefix_state(b, strategy)} for b in self._pool.backends
+            ],
+            "models": {
+                model: {**q.state(), "capacity_exhausted": self._queues.capacity_exhausted(model)}
+                for model, q in self._queues.by_model.items()
+            },
+            "coordination": None if self._coordinator is None else self._coordinator.state(),
+            "batches": None if self._batches is None else self._batches.state(),
+        }
 
 
 def prefix_state(backend: Backend, strategy: Strategy) -> dict[str, object]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 from gateway import routing
-from gateway.admin_state import admin_state
+from gateway.admin_state import AdminState
 from gateway.asgi import respond_error, send_json
 from gateway.backends import Backend, Pool, build_backend
 from gateway.batch import api as batch_api
@@ -61,10 +61,17 @@ class Gateway:
         for backend in self.pool.backends:
             backend.limiter.notify_capacity(partial(self.queues.wake, backend))
         self.upstream = Upstream(config.timeouts, self.clock)
-        self.started_at = self.clock()
         self.stopping = False
         self.coordinator = self._make_coordinator()
-        self.loops = Loops(self)
+        self.loops = Loops(
+            self.pool,
+            self.queues,
+            self.upstream,
+            self.metrics,
+            config=lambda: self.config,
+            clock=self.clock,
+            coordinator=self.coordinator,
+        )
         self.reloader = Reloader(self, source)
         self.forwarder = Forwarder(
             self.queues, self.upstream, self.telemetry, self.clock, retries=config.retries
@@ -95,6 +102,9 @@ class Gateway:
         prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
         self.router = Router(routes, config.admin, respond_error, prefixed)
         self.metrics.live.read_from(self)
+        self.admin_state = AdminState(
+            self.pool, self.queues, clock=self.clock, coordinator=self.coordinator, batches=self.batches
+        )
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend:
         """A backend a reload adds, its freed slots waking the queues of its models."""
@@ -241,7 +251,7 @@ class Gateway:
         await send_json(send, 200, {"reloaded": True, "changes": list(result.changes)})
 
     def state(self) -> dict[str, object]:
-        return admin_state(self)
+        return self.admin_state.document(self.config)
 
 
 def create_app(

@@ -36,43 +36,40 @@ class Coordination(Protocol):
     async def run(self) -> None: ...
 
 
-class Host(Protocol):
-    """What the loops read from the running gateway (gateway.app.Gateway)."""
-
-    @property
-    def config(self) -> GatewayConfig: ...
-    @property
-    def clock(self) -> Clock: ...
-    @property
-    def metrics(self) -> Metrics: ...
-    @property
-    def pool(self) -> Pool: ...
-    @property
-    def queues(self) -> ModelQueues: ...
-    @property
-    def upstream(self) -> Upstream: ...
-    @property
-    def coordinator(self) -> Coordination | None: ...
-
-
 class Loops:
-    def __init__(self, host: Host) -> None:
-        self._host = host
+    def __init__(
+        self,
+        pool: Pool,
+        queues: ModelQueues,
+        upstream: Upstream,
+        metrics: Metrics,
+        *,
+        config: Callable[[], GatewayConfig],
+        clock: Clock,
+        coordinator: Coordination | None,
+    ) -> None:
+        """`config()` is the config in force, read at each turn of a loop."""
+        self._pool = pool
+        self._queues = queues
+        self._upstream = upstream
+        self._metrics = metrics
+        self._config = config
+        self._clock = clock
+        self._coordinator = coordinator
         self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         self._per_backend: dict[Backend, list[asyncio.Task[None]]] = {}
 
     async def start(self) -> None:
-        h = self._host
-        monitors = [self._monitor(b) for b in h.pool.backends]
+        monitors = [self._monitor(b) for b in self._pool.backends]
         await asyncio.gather(*(m.check_once() for m in monitors))
         self._started = True
         for m in monitors:
             self._watch(m, check_first=False)
-        lag = partial(watch_loop_lag, h.metrics.requests.loop_lag.observe)
+        lag = partial(watch_loop_lag, self._metrics.requests.loop_lag.observe)
         self._tasks.append(self._supervised("event-loop lag watch", lag))
-        if h.coordinator is not None:
-            self._tasks.append(self._supervised("coordination", h.coordinator.run))
+        if self._coordinator is not None:
+            self._tasks.append(self._supervised("coordination", self._coordinator.run))
 
     async def stop(self) -> None:
         await stop_tasks([*self._tasks, *(t for ts in self._per_backend.values() for t in ts)])
@@ -90,10 +87,13 @@ class Loops:
             task.cancel()
 
     def _monitor(self, backend: Backend) -> BackendMonitor:
-        h = self._host
-        timeout = max(1.0, min(5.0, h.config.health.interval * 2))
+        timeout = max(1.0, min(5.0, self._config().health.interval * 2))
         return BackendMonitor(
-            backend, h.upstream.session, clock=h.clock, timeout=timeout, on_available=h.queues.wake
+            backend,
+            self._upstream.session,
+            clock=self._clock,
+            timeout=timeout,
+            on_available=self._queues.wake,
         )
 
     def _watch(self, monitor: BackendMonitor, *, check_first: bool) -> None:
@@ -105,24 +105,23 @@ class Loops:
 
     def _supervised(self, what: str, loop: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         """A background loop that is logged and started again if it raises (gateway.supervise)."""
-        return asyncio.create_task(supervise(what, loop, clock=self._host.clock))
+        return asyncio.create_task(supervise(what, loop, clock=self._clock))
 
     async def _health_loop(self, monitor: BackendMonitor, check_first: bool) -> None:
         if check_first:
             await monitor.check_once()
         while True:
-            await asyncio.sleep(self._host.config.health.interval)
+            await asyncio.sleep(self._config().health.interval)
             await monitor.check_once()
 
     async def _control_loop(self, backend: Backend) -> None:
-        h = self._host
         while True:
-            await asyncio.sleep(h.config.controller.interval)
-            decision = backend.limiter.tick(h.queues.queued_for(backend))
-            h.queues.wake(backend)
+            await asyncio.sleep(self._config().controller.interval)
+            decision = backend.limiter.tick(self._queues.queued_for(backend))
+            self._queues.wake(backend)
             if decision.direction is Direction.HOLD:
                 continue
-            h.metrics.controller.adjustments.labels(
+            self._metrics.controller.adjustments.labels(
                 backend.name, decision.direction.value, decision.reason
             ).inc()
             log.info(

@@ -1,6 +1,6 @@
 """What the scrape-time gauges read from a running gateway, as structural types.
 
-gateway.metrics sits below the modules that own this state (backends, dispatch, batch,
+gateway.metrics sits below the modules that own this state (backends, model queues, batch,
 coordination), so it names only the attributes it reads; `gateway.app.Gateway` satisfies
 `GatewayView` as it is, and a test may hand in any object of the same shape.
 """
