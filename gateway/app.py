@@ -77,16 +77,6 @@ class Gateway:
             self.queues, self.upstream, self.telemetry, self.clock, retries=config.retries
         )
         self.endpoints = OpenAIEndpoints(config, self.pool, self.forwarder, self.telemetry, self.clock)
-        routes = {
-            "/v1/chat/completions": post(self.endpoints),
-            "/v1/completions": post(self.endpoints),
-            "/v1/embeddings": post(self.endpoints),
-            "/v1/models": get(self._models),
-            "/health": get(self._health, Surface.BOTH),
-            "/metrics": get(self._metrics, Surface.ADMIN),
-            "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
-            "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
-        }
         self.batches = (
             BatchService(
                 config.batch,
@@ -98,13 +88,26 @@ class Gateway:
             if config.batch.enabled
             else None
         )
-        batch_routes = batch_api.BatchRoutes(self.batches, config.tenant_for_key())
-        prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
-        self.router = Router(routes, config.admin, respond_error, prefixed)
+        self.router = self._make_router()
         self.metrics.live.read_from(self)
         self.admin_state = AdminState(
             self.pool, self.queues, clock=self.clock, coordinator=self.coordinator, batches=self.batches
         )
+
+    def _make_router(self) -> Router:
+        routes = {
+            "/v1/chat/completions": post(self.endpoints),
+            "/v1/completions": post(self.endpoints),
+            "/v1/embeddings": post(self.endpoints),
+            "/v1/models": get(self._models),
+            "/health": get(self._health, Surface.BOTH),
+            "/metrics": get(self._metrics, Surface.ADMIN),
+            "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
+            "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
+        }
+        batch_routes = batch_api.BatchRoutes(self.batches, self.config.tenant_for_key())
+        prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
+        return Router(routes, self.config.admin, respond_error, prefixed)
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend:
         """A backend a reload adds, its freed slots waking the queues of its models."""
