@@ -4,6 +4,11 @@
 - `header_timeout`: a request line and headers must arrive within this many seconds of their first
   byte (of the connection, for a new one), or the connection is closed with 408. Without it a client
   that sends nothing, or half a request line, holds a descriptor for ever.
+- `body_timeout`, `body_min_rate`: once its head is in, a request's body must arrive within
+  `body_timeout` seconds plus one second per `body_min_rate` bytes received (so a large upload at a
+  reasonable pace is never cut), or the request is answered 408 (or cut, if its answer has begun)
+  and the connection closed. Without it a client that sends a head and then stalls or trickles its
+  body holds a connection, and the application waiting on that body, for ever.
 - `max_header_bytes`, `max_headers`: a larger request head is refused with 431 before the parser
   accumulates it (httptools keeps every header in memory and has no bound of its own).
 - `max_connections`: beyond it, the connection idle the longest (no request in progress) is closed
@@ -30,6 +35,9 @@ from gateway.config_reader import ConfigReader, default
 @dataclass(frozen=True, slots=True)
 class ListenLimits:
     header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    body_min_rate: int = 64 * 1024
+    """Bytes per second: each this many bytes of a body received extends its deadline by a second."""
     write_timeout: float = 30.0
     keep_alive_timeout: float = 75.0
     max_header_bytes: int = 32 * 1024
@@ -49,6 +57,8 @@ LISTEN_KEYS = {
     "host",
     "port",
     "header_timeout",
+    "body_timeout",
+    "body_min_rate",
     "write_timeout",
     "keep_alive_timeout",
     "max_header_bytes",
@@ -61,10 +71,11 @@ def parse_listen_limits(r: ConfigReader, listen: Mapping[str, Any]) -> ListenLim
     d = ListenLimits()
     seconds = {
         key: r.seconds(listen, key, getattr(d, key), "listen.")
-        for key in ("header_timeout", "write_timeout", "keep_alive_timeout")
+        for key in ("header_timeout", "body_timeout", "write_timeout", "keep_alive_timeout")
     }
     return ListenLimits(
         **seconds,
+        body_min_rate=r.number(listen, "body_min_rate", d.body_min_rate, "listen.", minimum=1, integer=True),
         max_header_bytes=r.number(
             listen, "max_header_bytes", d.max_header_bytes, "listen.", minimum=1024, integer=True
         ),

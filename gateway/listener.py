@@ -5,6 +5,12 @@ header size limit; these rules do (values in `ListenLimits`):
 - Head timeout. From a connection's first moment (or a kept-alive connection's first new byte) the
   request line and headers must be complete within `header_timeout`, or the connection gets 408 and
   is closed. A client that sends nothing or half a request line no longer holds a descriptor.
+- Body timeout. From the end of its head, a request's body must be complete within `body_timeout`
+  plus a second per `body_min_rate` bytes received, or the request is answered 408 (cut, if its
+  answer has begun) and the connection closed; the application's `receive` reports a disconnect, so
+  nothing it holds for the request outlives it. Time while the application is not reading (uvicorn
+  paused the socket) does not count: that wait is the gateway's, not the client's. Without it a
+  client that sends a head and then stalls or trickles the body holds a connection for ever.
 - Head size. Bytes are counted before they reach the parser; past `max_header_bytes`, or past
   `max_headers` headers, the answer is 431. httptools accumulates each header by concatenation, so an
   unbounded header costs memory and quadratic time on the event loop: it must never be fed.
@@ -127,6 +133,11 @@ class GuardedProtocol(HttpToolsProtocol):
         self._heads = 0
         """Request heads completed on this connection."""
         self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_due = False
+        """A head is complete and its body is not."""
+        self._body_started = 0.0
+        self._body_bytes = 0
         self._refusal: GatewayError | None = None
 
     # -- connection ----------------------------------------------------------------------------
@@ -149,11 +160,13 @@ class GuardedProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._connections.closed(self)
         self._cancel_head_timer()
+        self._cancel_body_timer()
         super().connection_lost(exc)
 
     def evict(self) -> None:
         """Closed to make room for a new connection (this one had no request in progress)."""
         self._cancel_head_timer()
+        self._cancel_body_timer()
         self._reset()
 
     def timeout_keep_alive_handler(self) -> None:
@@ -165,8 +178,15 @@ class GuardedProtocol(HttpToolsProtocol):
     # -- request head --------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        self._feed(data)
+        # Armed only when a body is still due after this read: most requests arrive whole.
+        if self._body_due and self._body_timer is None and not self.transport.is_closing():
+            self._body_timer = self.loop.call_at(self._body_deadline(), self._body_check)
+
+    def _feed(self, data: bytes) -> None:
         while True:
             if not self._reading_head:
+                self._body_bytes += len(data)
                 super().data_received(data)
                 return
             if self._head_timer is None:
@@ -203,12 +223,17 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._connections.busy(self)
         super().on_headers_complete()
+        self._body_due = True
+        self._body_started = self.loop.time()
+        self._body_bytes = 0
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope["extensions"] = {ABORT: self._abort_exchange}  # type: ignore[dict-item]
 
     def on_message_complete(self) -> None:
+        self._body_due = False
+        self._cancel_body_timer()
         super().on_message_complete()
         self._reading_head = True
         self._head_bytes = 0
@@ -233,6 +258,37 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
 
+    def _body_deadline(self) -> float:
+        limits = self._limits
+        return self._body_started + limits.body_timeout + self._body_bytes / limits.body_min_rate
+
+    def _cancel_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_check(self) -> None:
+        """The body's deadline as it stood when armed has passed: re-arm if bytes arrived since (or
+        the application paused reading), else end the request."""
+        self._body_timer = None
+        now = self.loop.time()
+        if self.flow.read_paused:  # the application is behind, not the client: restart the clock
+            self._body_started, self._body_bytes = now, 0
+        deadline = self._body_deadline()
+        if now < deadline:
+            self._body_timer = self.loop.call_at(deadline, self._body_check)
+            return
+        seconds = now - self._body_started
+        err = GatewayError(408, f"request body not complete within {seconds:.0f} s", "request_timeout")
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or self.transport.is_closing():
+            self._abort_exchange()
+            return
+        cycle.disconnected = True  # the application's receive reports a disconnect; its sends are dropped
+        cycle.message_event.set()
+        self.transport.write(raw_response(err))
+        self.transport.close()
+
     def _head_timed_out(self) -> None:
         self._head_timer = None
         seconds = self._limits.header_timeout
@@ -241,6 +297,7 @@ class GuardedProtocol(HttpToolsProtocol):
     def _refuse(self, err: GatewayError) -> None:
         """Answer `err` and close; mid-response (a pipelined head) the connection is only aborted."""
         self._cancel_head_timer()
+        self._cancel_body_timer()
         if self.transport.is_closing():
             return
         if self.cycle is not None and not self.cycle.response_complete:

@@ -82,3 +82,100 @@ async def test_the_head_limit_is_exact(port: int) -> None:
     assert await exchange(port, post(b"", pad=1024 - base)) == [b"200 0"]
     refused = await exchange(port, post(b"", pad=1025 - base))
     assert refused[0].startswith(b"431 ") and b"headers_too_large" in refused[0]
+
+
+BODY_LIMITS = ListenLimits(header_timeout=5.0, body_timeout=0.3, body_min_rate=1000, max_connections=8)
+
+
+@pytest.fixture
+async def body_server() -> AsyncIterator[tuple[int, list[str]]]:
+    """A server with a short body timeout whose application records how each request's body ended."""
+    ends: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                ends.append("disconnect")
+                return
+            size += len(message.get("body", b""))
+            more = message.get("more_body", False)
+        ends.append(f"read {size}")
+        body = str(size).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    protocol = functools.partial(
+        GuardedProtocol, limits=BODY_LIMITS, connections=Connections(BODY_LIMITS.max_connections)
+    )
+    config = uvicorn.Config(
+        app,
+        http=protocol,  # type: ignore[arg-type]
+        lifespan="off",
+        log_level="warning",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    yield sock.getsockname()[1], ends
+    server.should_exit = True
+    await task
+
+
+async def answer_to(reader: asyncio.StreamReader) -> bytes:
+    """The status line and body of the one answer before the server closes the connection."""
+    data = await reader.read()  # until closed
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b" ", 2)[1] + b" " + body
+
+
+async def test_a_body_that_stalls_is_answered_408_and_the_application_sees_a_disconnect(
+    body_server: tuple[int, list[str]],
+) -> None:
+    port, ends = body_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + b"x" * 10)
+    answer = await asyncio.wait_for(answer_to(reader), 10)
+    assert answer.startswith(b"408 ") and b"request_timeout" in answer
+    assert ends == ["disconnect"]
+    writer.close()
+
+
+async def test_a_body_trickled_slower_than_the_minimum_rate_is_cut(
+    body_server: tuple[int, list[str]],
+) -> None:
+    port, ends = body_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    closed = asyncio.create_task(answer_to(reader))
+    for _ in range(400):  # one byte each 50 ms is 20 B/s, far below 1,000; 20 s at most
+        if closed.done():
+            break
+        writer.write(b"1\r\nx\r\n")
+        await asyncio.sleep(0.05)
+    answer = await asyncio.wait_for(closed, 10)
+    assert answer.startswith(b"408 ") and b"request_timeout" in answer
+    assert ends == ["disconnect"]
+    writer.close()
+
+
+async def test_a_body_sent_steadily_above_the_minimum_rate_may_take_longer_than_the_timeout(
+    body_server: tuple[int, list[str]],
+) -> None:
+    port, ends = body_server
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\nConnection: close\r\n\r\n")
+    for _ in range(20):  # 200 bytes each 50 ms: 4,000 B/s for about 1 s, against 1,000 B/s and 0.3 s
+        writer.write(b"x" * 200)
+        await asyncio.sleep(0.05)
+    assert await asyncio.wait_for(answer_to(reader), 10) == b"200 4000"
+    assert ends == ["read 4000"]
+    writer.close()

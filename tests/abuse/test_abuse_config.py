@@ -16,7 +16,15 @@ import pytest
 import yaml
 
 NUMBERS = {
-    "listen": ["port", "header_timeout", "write_timeout", "keep_alive_timeout", "max_header_bytes"],
+    "listen": [
+        "port",
+        "header_timeout",
+        "body_timeout",
+        "body_min_rate",
+        "write_timeout",
+        "keep_alive_timeout",
+        "max_header_bytes",
+    ],
     "sla": ["ttft_p90", "tpot_p90", "e2e_p90"],
     "controller": ["interval", "window_seconds", "min_samples"],
     "queue": ["max_depth", "timeout"],

@@ -1,6 +1,7 @@
 """What a client can hold before it sends a request: connections that never send a complete head
-are closed after `listen.header_timeout`, oversized heads are refused with 431 before the parser
-holds them, and neither a connection flood nor the process's descriptor limit locks clients out."""
+are closed after `listen.header_timeout`, requests whose body stalls after `listen.body_timeout`,
+oversized heads are refused with 431 before the parser holds them, and neither a connection flood
+nor the process's descriptor limit locks clients out."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ def sim() -> Iterator[Proc]:
 
 @pytest.fixture(scope="module")
 def gw(sim: Proc) -> Iterator[Proc]:
-    listen = {"header_timeout": 0.5, "max_header_bytes": 8192, "max_headers": 20, "max_connections": 6}
+    listen = {
+        "header_timeout": 0.5,
+        "body_timeout": 0.5,
+        "max_header_bytes": 8192,
+        "max_headers": 20,
+        "max_connections": 6,
+    }
     with spawn_gateway({"backends": [sim.url], "listen": listen}) as proc:
         yield proc
 
@@ -40,6 +47,14 @@ def test_a_request_head_that_does_not_arrive_in_time_is_answered_408_and_closed(
     sock = connect(port_of(gw), timeout=10)
     sock.sendall(sent)
     assert error_of(read_to_end(sock)) == (408, "request_timeout")  # read_to_end: then closed
+
+
+def test_a_request_whose_body_stalls_is_answered_408_and_closed(gw: Proc) -> None:
+    body = orjson.dumps({"model": "tiny-llama", "prompt": "x", "max_tokens": 10})
+    sock = connect(port_of(gw), timeout=10)
+    sock.sendall(post_head("/v1/completions", body) + body[:10])
+    assert error_of(read_to_end(sock)) == (408, "request_timeout")  # then closed
+    assert httpx.post(f"{gw.url}/v1/completions", content=body, timeout=10).status_code == 200
 
 
 def test_an_oversized_header_is_refused_before_it_is_read(gw: Proc) -> None:
