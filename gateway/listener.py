@@ -16,7 +16,9 @@ header size limit; these rules do (values in `ListenLimits`):
   unbounded header costs memory and quadratic time on the event loop: it must never be fed.
 - Connection cap. Past `max_connections` the connection idle the longest (no request in progress:
   between requests, or still sending its head) is closed to make room, so a flood of idle
-  connections cannot lock clients out; with no idle one, the newcomer gets 503.
+  connections cannot lock clients out; with no idle one, the newcomer gets 503, told to come back
+  when a place should be free for it (`ConnectionAdvice`: from the rate connections close, spread
+  and jittered, so the refused do not all return in the same instant).
 - Write timeout. uvicorn's `send` waits for the transport to drain once its buffer passes the high
   water mark. If a client reads nothing for `write_timeout`, the connection is aborted and the
   request's `receive` reports a disconnect, so the application stops, closes its upstream request and
@@ -36,8 +38,10 @@ import asyncio
 import contextlib
 import http
 import logging
+import random
 import socket
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +51,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from gateway.connection_advice import ConnectionAdvice
 from gateway.errors import GatewayError
 from gateway.listen_config import ListenLimits
 
@@ -63,8 +68,16 @@ class _TooManyHeaders(Exception):
 class Connections:
     """The open connections of one server, and which of them are idle, oldest first."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
         self.max_connections = max_connections
+        self._clock = clock
+        self.advice = ConnectionAdvice(now=clock(), rng=rng or random.Random())
         self._open: set[GuardedProtocol] = set()
         self._idle: OrderedDict[GuardedProtocol, None] = OrderedDict()
         """The first key has been idle the longest (a linked list: O(1) at both ends)."""
@@ -93,8 +106,14 @@ class Connections:
             self._idle.move_to_end(conn)
 
     def closed(self, conn: GuardedProtocol) -> None:
-        self._open.discard(conn)
-        self._idle.pop(conn, None)
+        if conn in self._open:
+            self._open.remove(conn)
+            self._idle.pop(conn, None)
+            self.advice.closed(self._clock())
+
+    def retry_after(self) -> float:
+        """Seconds a client refused now should wait before it tries again."""
+        return self.advice.retry_after(self._clock())
 
 
 class _TimedFlowControl(FlowControl):
@@ -151,7 +170,7 @@ class GuardedProtocol(HttpToolsProtocol):
                     503,
                     f"the gateway is at its limit of {self._connections.max_connections} connections",
                     "too_many_connections",
-                    retry_after=1.0,
+                    retry_after=self._connections.retry_after(),
                 )
             )
             return

@@ -40,6 +40,11 @@ def error_of(response: bytes) -> tuple[int, str]:
     return int(head.split()[1]), orjson.loads(body)["error"]["code"]
 
 
+def retry_after_ms(response: bytes) -> int:
+    head = response.partition(b"\r\n\r\n")[0].decode()
+    return int(next(line.split(":")[1] for line in head.split("\r\n") if line.startswith("retry-after-ms")))
+
+
 @pytest.mark.parametrize("sent", [b"", b"GET /hea", b"GET /health HTTP/1.1\r\nHost: x\r\n"])
 def test_a_request_head_that_does_not_arrive_in_time_is_answered_408_and_closed(
     gw: Proc, sent: bytes
@@ -83,7 +88,9 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(gw: Proc) 
         sock.close()
 
 
-def test_at_the_cap_with_nothing_idle_a_newcomer_is_answered_503(gw: Proc, sim: Proc) -> None:
+def test_at_the_cap_with_nothing_idle_newcomers_are_answered_503_with_spread_advice(
+    gw: Proc, sim: Proc
+) -> None:
     body = orjson.dumps({"model": "tiny-llama", "prompt": "x", "max_tokens": 1000, "stream": True})
     busy = [connect(port_of(gw)) for _ in range(6)]
     try:
@@ -91,8 +98,11 @@ def test_at_the_cap_with_nothing_idle_a_newcomer_is_answered_503(gw: Proc, sim: 
             sock.sendall(post_head("/v1/completions", body) + body)
         # Asked of the backend: a request to the gateway would take a seventh connection.
         eventually(lambda: running_in(sim) == 6, what="six streams running")
-        newcomer = connect(port_of(gw))
-        assert error_of(read_to_end(newcomer)) == (503, "too_many_connections")
+        refusals = [read_to_end(connect(port_of(gw))) for _ in range(5)]
+        assert {error_of(r) for r in refusals} == {(503, "too_many_connections")}
+        # Refused together, told to come back at different times: not all in the same instant.
+        advice = [retry_after_ms(r) for r in refusals]
+        assert len(set(advice)) == len(advice) and min(advice) >= 50
     finally:
         for sock in busy:
             sock.close()
