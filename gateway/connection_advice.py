@@ -9,9 +9,10 @@ the same full set of connections: the refusals would come in waves. Instead:
 - The refused are booked one close apart (`RetryAdvice`): the n-th refusal of a wave is told
   max(1 / r, previous booking + 1 / r), so the returns of the next T seconds never exceed the
   r x T connections that free up in them.
-- With no rate yet (fewer than `min_events` closes seen), or a booking past the 60 s every OpenAI
-  SDK waits for, the refusals are spread over [floor, horizon] along the golden-ratio sequence
-  (evenly, however many): they are judged again, on a measured rate, when they return.
+- No answer exceeds 60 s, the longest wait every OpenAI SDK honours. With no rate yet (fewer than
+  `min_events` closes seen), or a booking past 60 s plus `horizon`, the refusals are spread over
+  [floor, horizon] along the golden-ratio sequence (evenly, however many): they are judged again,
+  on a measured rate, when they return.
 - Each answer gets a random jitter of up to one booking interval (1 / r, at most `floor`), so
   that clients booked side by side, and their own retry timers, do not land on one instant.
 
@@ -60,7 +61,7 @@ class ConnectionAdvice:
         rate = self._closes.rate(now)
         wait = None if rate is None or rate <= 0 else 1.0 / rate
         seconds = self._advice.advise(now, wait, rate, firm=wait is not None, horizon=self.horizon)
-        if seconds > SDK_MAX_RETRY_AFTER:  # not booked: spread, to be judged again on return
+        if seconds >= SDK_MAX_RETRY_AFTER:  # no queue takes an early return: spread, judged again
             seconds = self._advice.spread(self.horizon)
         jitter = self._rng.uniform(0.0, min(self.floor, wait or self.floor))
         return max(MIN_RETRY_AFTER, seconds + jitter)

@@ -10,8 +10,12 @@ takes to serve the burst. Only clients that will return hold a booking; bookings
 by themselves.
 
 How far a booking may reach depends on how much the rate is worth (see `drain.py`):
-- firm: as far as the SDK waits (`SDK_MAX_RETRY_AFTER`); longer advice goes with
-  `x-should-retry: false` and books nothing.
+- firm: as far as every OpenAI SDK waits as told (`SDK_MAX_RETRY_AFTER`, 60 s). A booking up to
+  the horizon H (the queue's timeout) beyond that is told 60 s and still booked: back then, its
+  expected wait is at most H, so the queue takes it and serves it within its deadline. Only past
+  60 s + H, when even the longest wait the SDK honours and a full deadline in the queue cannot reach
+  its turn, is the advice longer than 60 s (sent with `x-should-retry: false`, booking nothing):
+  telling a client not to retry while the backends could still serve it loses a request for nothing.
 - measured but not firm: at half the rate (`YOUNG_SHARE`), within the horizon H, the queue's
   timeout. H is the one bound the queue can vouch for without a rate: every waiter now queued is
   served or expired within it, so room certainly appears within H. A young rate can also be
@@ -74,11 +78,15 @@ class RetryAdvice:
         if not firm:
             rate, wait = rate * YOUNG_SHARE, wait / YOUNG_SHARE
         at = max(now + wait, self._booked + 1.0 / rate)
-        reach = SDK_MAX_RETRY_AFTER if firm else min(horizon, SDK_MAX_RETRY_AFTER)
-        if at - now <= reach:
+        if not firm:
+            if at - now <= min(horizon, SDK_MAX_RETRY_AFTER):
+                self._booked = at
+                return at - now
+            return self.spread(horizon, earliest=min(horizon / 2, own_wait))
+        if at - now <= SDK_MAX_RETRY_AFTER + horizon:
             self._booked = at
-            return at - now
-        return at - now if firm else self.spread(horizon, earliest=min(horizon / 2, own_wait))
+            return min(at - now, SDK_MAX_RETRY_AFTER)
+        return at - now
 
     def spread(self, horizon: float, *, earliest: float = 0.0) -> float:
         """Seconds within [max(floor, earliest), horizon] (horizon at most what the SDK waits for)

@@ -6,9 +6,12 @@ Retry advice follows what the OpenAI Python SDK does with it (openai-python,
   `0 < retry_after <= 60` in the 1.x releases (`<= MAX_RETRY_AFTER_DELAY`, 120 s, in later ones);
   a longer value falls back to its own backoff of 0.5 s doubling up to 8 s, so the 1.x client
   would come back within seconds instead of waiting;
-- `_should_retry` obeys `x-should-retry: true|false` before looking at the status code.
-So an estimate over 60 s is sent with `x-should-retry: false`: waiting that long is not something
-any of those clients will do, and retrying sooner only adds load to a saturated queue.
+- `_should_retry` obeys `x-should-retry: true|false` before looking at the status code (and in
+  the later releases refuses outright a Retry-After over 120 s).
+So the advice is at most 60 s whenever coming back can still be served: a client told 60 s then
+waits in the queue for up to its deadline (see `advice.py`). Only an estimate past both is sent as
+it is, with `x-should-retry: false`: no client waits that long, and retrying sooner only adds load
+to a saturated queue.
 """
 
 from __future__ import annotations

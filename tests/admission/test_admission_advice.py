@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 
+import httpx2
+import openai
 import pytest
+from openai._models import FinalRequestOptions
 
 from gateway.admission.advice import RetryAdvice, golden
-from gateway.admission.rejection import SDK_MAX_RETRY_AFTER
+from gateway.admission.rejection import SDK_MAX_RETRY_AFTER, Rejected
+from gateway.errors import GatewayError
 
 
 def test_the_golden_ratio_sequence() -> None:
@@ -48,12 +52,21 @@ def test_returns_are_booked_one_slot_apart_at_the_drain_rate() -> None:
     assert advice.advise(160.0, 2.0, 4.0, firm=True, horizon=30.0) == 2.0
 
 
-def test_firm_advice_beyond_the_sdk_wait_books_nothing() -> None:
+def test_firm_advice_past_the_sdk_wait_is_told_that_wait_while_the_queue_can_take_the_rest() -> None:
+    """Its turn 80 s away and a queue timeout of 30 s: told 60 s (what every SDK waits as told), it
+    then waits 20 s in the queue, within its deadline. It is booked, and the next one behind it."""
+    advice = RetryAdvice(floor=1.0)
+    assert advice.advise(0.0, 80.0, 1.0, firm=True, horizon=30.0) == SDK_MAX_RETRY_AFTER
+    assert advice.advise(0.0, 3.0, 1.0, firm=True, horizon=30.0) == SDK_MAX_RETRY_AFTER  # booked at 81 s
+    assert advice.advise(100.0, 3.0, 1.0, firm=True, horizon=30.0) == 3.0  # those bookings lapsed
+
+
+def test_firm_advice_beyond_the_sdk_wait_and_a_whole_deadline_books_nothing() -> None:
     advice = RetryAdvice(floor=1.0)
     assert (
-        advice.advise(0.0, SDK_MAX_RETRY_AFTER + 30, 1.0, firm=True, horizon=30.0) == SDK_MAX_RETRY_AFTER + 30
+        advice.advise(0.0, SDK_MAX_RETRY_AFTER + 31, 1.0, firm=True, horizon=30.0) == SDK_MAX_RETRY_AFTER + 31
     )
-    # That client was told not to retry: it holds no slot, the next one is not pushed behind it.
+    # That client is told not to retry: it holds no slot, the next one is not pushed behind it.
     assert advice.advise(0.0, 3.0, 1.0, firm=True, horizon=30.0) == 3.0
     assert advice.advise(0.0, 3.0, 1.0, firm=True, horizon=30.0) == 4.0
     assert advice.advise(0.0, math.inf, 0.0, firm=True, horizon=30.0) == math.inf  # a stalled queue says so
@@ -77,3 +90,36 @@ def test_a_young_rate_spreads_no_sooner_than_the_clients_own_wait() -> None:
     told = [advice.advise(0.0, 20.0, 50.0, firm=False, horizon=30.0) for _ in range(200)]
     assert min(told) >= 15.0 and max(told) <= 30.0
     assert told[0] == pytest.approx(15.0 + 15.0 * golden(1))
+
+
+def sdk_reads(refusal: Rejected) -> tuple[bool, float]:
+    """What the OpenAI SDK itself decides on the HTTP answer of `refusal`: whether it retries, and
+    after how long (its own rules: `_should_retry`, `_calculate_retry_timeout`)."""
+    err = GatewayError(
+        refusal.status,
+        refusal.message,
+        refusal.reason,
+        retry_after=refusal.retry_after,
+        should_retry=refusal.should_retry,
+    )
+    response = httpx2.Response(refusal.status, headers=[(k.decode(), v.decode()) for k, v in err.headers()])
+    client = openai.AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:1/v1")
+    options = FinalRequestOptions.construct(method="post", url="/chat/completions")
+    return client._should_retry(response), client._calculate_retry_timeout(2, options, response.headers)
+
+
+@pytest.mark.parametrize("turn", [5.0, 59.0, 75.0, 90.0])
+def test_the_sdk_comes_back_whenever_its_turn_is_within_the_sdk_wait_and_a_deadline(turn: float) -> None:
+    """Its turn `turn` s away at a firm rate, queue timeout 30 s: the SDK retries, after at most the
+    60 s every release honours, and then waits at most its deadline in the queue."""
+    told = RetryAdvice(floor=1.0).advise(0.0, turn, 1.0, firm=True, horizon=30.0)
+    retries, after = sdk_reads(Rejected("deadline", retry_after=told, message="busy"))
+    assert retries
+    assert after == pytest.approx(min(turn, SDK_MAX_RETRY_AFTER), abs=0.001)
+    assert turn - after <= 30.0
+
+
+def test_the_sdk_is_told_not_to_retry_only_past_the_sdk_wait_and_a_whole_deadline() -> None:
+    told = RetryAdvice(floor=1.0).advise(0.0, 91.0, 1.0, firm=True, horizon=30.0)
+    retries, _ = sdk_reads(Rejected("deadline", retry_after=told, message="busy"))
+    assert not retries
