@@ -135,6 +135,7 @@ class AdmissionQueue(Generic[L]):
             "model": self.model,
             "depth": fair.depth,
             "max_depth": self.max_depth,
+            "bound": self._shed.bound(now),
             "tenants": fair.tenant_depths(),
             "priorities": {str(p): n for p, n in fair.class_depths().items()},
             "drain_rate": None if rate is None else round(rate, 3),
@@ -222,7 +223,7 @@ class AdmissionQueue(Generic[L]):
             self._changed(now)
         limit = self._shed.wait_limit(ticket)
         self._shed.check_arrival(ticket, limit, now)
-        if self._waiters.depth >= self.max_depth:
+        if self._waiters.depth >= self._shed.bound(now):
             self._shed.make_room(ticket.tenant, now)
         future: asyncio.Future[L] = asyncio.get_running_loop().create_future()
         waiter = self._waiters.push(ticket, future, now, now + limit)

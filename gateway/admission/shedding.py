@@ -7,8 +7,13 @@ arrived before the rate was firm); one that waits past its deadline is answered 
 Until the rate is firm the queue refuses only when full: a cold burst is taken in whole and judged
 on evidence, not on the first second of a gateway busy taking it in.
 
+The queue holds `max_depth` waiters, and more while the measured drain rate r serves them within
+the timeout T: its bound is max(max_depth, min(r x T, `ELASTIC_LIMIT` x max_depth)). A fixed bound
+below r x T refuses work the backends would finish in time, and a refused burst then meets the same
+full queue on every return while its backends drain it; the factor keeps memory bounded.
+
 A full queue makes room by pushing out the newest waiter of the tenant furthest over its share
-(max_depth x its weight / the waiting tenants' weights), so one tenant's flood cannot lock the others
+(the bound x its weight / the waiting tenants' weights), so one tenant's flood cannot lock the others
 out; a tenant at or over its own share is refused instead (429 `tenant_over_share`), and when no
 tenant is over its share the arrival is refused (429 `queue_full`).
 
@@ -29,6 +34,9 @@ from gateway.admission.rejection import Rejected, RejectReason
 from gateway.admission.ticket import L, Ticket
 from gateway.admission.waiters import Waiters
 from gateway.types import Clock
+
+ELASTIC_LIMIT = 8
+"""Most the queue may grow beyond `max_depth`, as a multiple of it, while it drains in time."""
 
 _NOT_DRAIN_BOUND: frozenset[RejectReason] = frozenset({"no_backend", "shutting_down"})
 """Refusals whose retry advice does not depend on how fast this queue drains."""
@@ -64,6 +72,13 @@ class Shedding(Generic[L]):
 
     # -- arrivals ------------------------------------------------------------------------------
 
+    def bound(self, now: float) -> int:
+        """Waiters the queue holds: `max_depth`, or what drains within the timeout if more."""
+        rate = self._drain.rate(now)
+        if rate is None:
+            return self.max_depth
+        return max(self.max_depth, min(int(rate * self.timeout), ELASTIC_LIMIT * self.max_depth))
+
     def wait_limit(self, ticket: Ticket) -> float:
         """The longest this request may wait: its own timeout, capped by its tenant's or the queue's."""
         cap = self.tenant_timeouts.get(ticket.tenant, self.timeout)
@@ -91,11 +106,12 @@ class Shedding(Generic[L]):
         fair = self._waiters.fair
         depths = fair.tenant_depths()
         weight = fair.weight
+        bound = self.bound(now)
         total = sum(weight(t) for t in depths) + (0.0 if tenant in depths else weight(tenant))
         mine = depths.get(tenant, 0)
-        share = self.max_depth * weight(tenant) / total
+        share = bound * weight(tenant) / total
         victim = max(
-            (t for t in depths if t != tenant and depths[t] > self.max_depth * weight(t) / total),
+            (t for t in depths if t != tenant and depths[t] > bound * weight(t) / total),
             key=lambda t: depths[t] / weight(t),
             default=None,
         )
@@ -114,7 +130,7 @@ class Shedding(Generic[L]):
         raise self.reject(
             "queue_full",
             self.drain_time(fair.depth + 1),
-            f"queue for model {self.model!r} is full: {fair.depth} of {self.max_depth} "
+            f"queue for model {self.model!r} is full: {fair.depth} of {bound} "
             f"waiting, draining at {self.rate_text(now)}",
         )
 
@@ -130,8 +146,8 @@ class Shedding(Generic[L]):
             "tenant_over_share",
             wait,
             f"{what} the full queue for model {self.model!r}: tenant {tenant!r} holds {depth} "
-            f"of {self.max_depth} places; its share while other tenants wait is "
-            f"{self.max_depth * fraction:.1f}",
+            f"of {self.bound(now)} places; its share while other tenants wait is "
+            f"{self.bound(now) * fraction:.1f}",
         )
 
     async def advised(self, refused: Rejected) -> Rejected:

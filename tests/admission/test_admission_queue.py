@@ -189,18 +189,32 @@ async def test_full_queue_without_a_firm_rate_spreads_the_refused_over_its_timeo
     assert advice == pytest.approx([1.5 + 28.5 * golden(k) for k in (1, 2, 3)])
 
 
-async def test_full_queue_that_drains_too_slowly_says_do_not_retry() -> None:
-    q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0)
+async def test_a_queue_too_slow_to_serve_a_return_within_its_deadline_says_do_not_retry() -> None:
+    q, pool, clock = make(capacity=1, max_depth=10, timeout=30.0)
     await build_backlog(q, pool, clock)
-    clock.advance(40.0)  # nothing dispatched for 40 s: the rate falls well below 0.1/s
-    fill = [asyncio.create_task(q.admit(Ticket("a", timeout=3600.0))) for _ in range(6)]
-    await settle()
-    assert q.depth == 10 and not any(t.done() for t in fill)
+    clock.advance(40.0)  # nothing dispatched for 40 s: the rate falls below 0.05/s
+    rate = q.drain_rate
+    assert rate is not None and 5 / rate > 60 + 30  # its turn: past 60 s and a whole deadline
     with pytest.raises(Rejected) as err:
-        await bounded(q.admit(Ticket("a", timeout=3600.0)))
-    assert err.value.reason == "queue_full"
+        await bounded(q.admit(Ticket("a")))
+    assert err.value.reason == "deadline"
     assert err.value.retry_after > 60 and not err.value.should_retry
-    assert not err.value.should_retry
+
+
+async def test_the_queue_holds_past_max_depth_what_drains_within_its_timeout() -> None:
+    """A drain of ~2/s serves 20 within a 10 s timeout: with 12 places, 18 waiters are taken in
+    rather than refusing 6 the backend would serve in time; past what drains in time, no more."""
+    q, pool, clock = make(capacity=1, max_depth=12, timeout=10.0, drain_tau=2.0)
+    await build_backlog(q, pool, clock)  # 4 waiting
+    rate = q.drain_rate
+    assert rate is not None
+    more = [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(14)]
+    await settle()
+    assert q.depth == 18 and not any(t.done() for t in more)
+    assert q.state()["bound"] == int(rate * 10.0) > 12
+    with pytest.raises(Rejected) as err:  # its wait at 2/s would pass the deadline
+        await bounded(q.admit(Ticket("a", timeout=5.0)))
+    assert err.value.reason == "deadline"
 
 
 async def test_no_healthy_backend_is_a_503_without_queueing() -> None:
@@ -369,7 +383,7 @@ async def test_close_answers_every_waiter() -> None:
 async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None:
     q, pool, clock = make(capacity=1, max_depth=10, timeout=3600.0, drain_tau=2.0)
     await build_backlog(q, pool, clock)  # measured drain ~2/s, 4 waiting
-    fill = [asyncio.create_task(q.admit(Ticket("a", timeout=3600.0))) for _ in range(6)]
+    fill = [asyncio.create_task(q.admit(Ticket("a"))) for _ in range(6)]
     await settle()
     assert q.depth == 10 and not any(t.done() for t in fill)
     rate = q.drain_rate
@@ -377,8 +391,8 @@ async def test_a_burst_of_refusals_is_told_to_come_back_one_slot_apart() -> None
     waits = []
     for _ in range(5):
         with pytest.raises(Rejected) as err:
-            await bounded(q.admit(Ticket("a", timeout=3600.0)))
-        assert err.value.reason == "queue_full"
+            await bounded(q.admit(Ticket("a", timeout=1.0)))
+        assert err.value.reason == "deadline"  # 10 ahead at 2/s: past its 1 s
         waits.append(err.value.retry_after)
     # The first is told the queue's drain time; each later one a slot's time after the one before.
     assert waits[0] == pytest.approx(11 / rate, rel=0.01)

@@ -48,7 +48,7 @@ async def test_random_cancellations_failures_and_timeouts_leak_nothing(seed: int
 
     tasks: list[asyncio.Task[None]] = []
     for step in range(400):
-        for _ in range(rng.randint(0, 15)):
+        for _ in range(rng.randint(0, 25)):
             ticket = Ticket(
                 tenant=rng.choice("abcd"),
                 priority=rng.choice((0, 0, 0, 1, 2)),
