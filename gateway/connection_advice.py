@@ -27,6 +27,9 @@ from gateway.admission.advice import RetryAdvice
 from gateway.admission.drain import DrainRate
 from gateway.admission.rejection import MIN_RETRY_AFTER, SDK_MAX_RETRY_AFTER
 
+FOLD = 0.05
+"""Seconds between updates of the close rate; closes in between are counted and added at once."""
+
 
 class ConnectionAdvice:
     def __init__(
@@ -47,18 +50,30 @@ class ConnectionAdvice:
         self._closes.set_backlogged(now, True)  # a plain rate over wall-clock time
         self._advice = RetryAdvice(floor=floor)
         self._rng = rng
+        self._unfolded = 0
+        self._folded_at = now
 
     def closed(self, now: float) -> None:
-        """A connection closed: one more place free."""
-        self._closes.record(now)
+        """A connection closed: one more place free. Counted, and folded into the rate at most
+        every `FOLD` seconds: a flood of short connections closes thousands a second."""
+        self._unfolded += 1
+        if now - self._folded_at >= FOLD:
+            self._fold(now)
+
+    def _fold(self, now: float) -> None:
+        if self._unfolded:
+            self._closes.record(now, self._unfolded)
+            self._unfolded = 0
+        self._folded_at = now
 
     def rate(self, now: float) -> float | None:
         """Connections closed per second, None until measured."""
+        self._fold(now)
         return self._closes.rate(now)
 
     def retry_after(self, now: float) -> float:
         """Seconds until one more refused client should come back."""
-        rate = self._closes.rate(now)
+        rate = self.rate(now)
         wait = None if rate is None or rate <= 0 else 1.0 / rate
         seconds = self._advice.advise(now, wait, rate, firm=wait is not None, horizon=self.horizon)
         if seconds >= SDK_MAX_RETRY_AFTER:  # no queue takes an early return: spread, judged again
