@@ -16,6 +16,10 @@
   may open (see gateway.server).
 - `write_timeout`: a write to a client that does not read for this long ends the exchange, closes the
   upstream request (the backend aborts it) and releases its concurrency slot.
+- `send_buffer`: the kernel's send buffer of each client connection, in bytes (Linux reserves twice
+  this). Left to itself Linux grows it to 4 MiB, so a client that stops reading a stream made the
+  gateway relay megabytes of it at full speed, on its event loop, before the write timeout could
+  start counting; token streams and answers need far less to keep a connection busy.
 - `keep_alive_timeout`: an idle keep-alive connection is closed after this many seconds.
 
 `admin` protects `/admin/*` with a key (`api_key`, or `api_key_env` naming an environment variable),
@@ -43,6 +47,7 @@ class ListenLimits:
     max_header_bytes: int = 32 * 1024
     max_headers: int = 100
     max_connections: int = 4096
+    send_buffer: int = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ LISTEN_KEYS = {
     "max_header_bytes",
     "max_headers",
     "max_connections",
+    "send_buffer",
 }
 
 
@@ -82,6 +88,9 @@ def parse_listen_limits(r: ConfigReader, listen: Mapping[str, Any]) -> ListenLim
         max_headers=r.number(listen, "max_headers", d.max_headers, "listen.", minimum=8, integer=True),
         max_connections=r.number(
             listen, "max_connections", d.max_connections, "listen.", minimum=1, integer=True
+        ),
+        send_buffer=r.number(
+            listen, "send_buffer", d.send_buffer, "listen.", minimum=4096, maximum=64 << 20, integer=True
         ),
     )
 

@@ -24,7 +24,9 @@ header size limit; these rules do (values in `ListenLimits`):
   request's `receive` reports a disconnect, so the application stops, closes its upstream request and
   releases what it holds, exactly as when the client leaves. A kept-alive connection whose last
   response the client never read is aborted, not closed, since closing waits for the buffer to drain.
-  Aborts reset the connection (SO_LINGER 0), so the kernel drops the unread data at once too.
+  Aborts reset the connection (SO_LINGER 0), so the kernel drops the unread data at once too. The
+  kernel's send buffer is fixed at `send_buffer` (Linux would grow it to 4 MiB): what a stalled
+  client makes the gateway relay before the timeout starts is that much, not megabytes.
 Refusals are written straight to the transport in OpenAI's error shape, with `connection: close`.
 
 An application may end a response it cannot finish (a backend body that broke off after the headers
@@ -174,6 +176,10 @@ class GuardedProtocol(HttpToolsProtocol):
                 )
             )
             return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._limits.send_buffer)
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:

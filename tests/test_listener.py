@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
+import socket
+import struct
+import termios
 from collections.abc import AsyncIterator
 
 import pytest
@@ -179,3 +183,51 @@ async def test_a_body_sent_steadily_above_the_minimum_rate_may_take_longer_than_
     assert await asyncio.wait_for(answer_to(reader), 10) == b"200 4000"
     assert ends == ["read 4000"]
     writer.close()
+
+
+async def test_a_client_that_stops_reading_gets_no_more_than_the_send_buffer_queued_for_it() -> None:
+    """The application writes 16 MiB to a client that reads nothing: what the kernel holds for it
+    stays within the configured send buffer (Linux reserves twice the value), not the 4 MiB it
+    would grow to."""
+    limits = ListenLimits(send_buffer=64 * 1024, write_timeout=30.0, max_connections=8)
+    connections = Connections(limits.max_connections)
+    stalled = asyncio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(256):  # 16 MiB, 64 KiB at a time; sending waits once the client stops reading
+            sending = asyncio.ensure_future(
+                send({"type": "http.response.body", "body": b"x" * 65536, "more_body": True})
+            )
+            done, _ = await asyncio.wait([sending], timeout=0.5)
+            if not done:
+                stalled.set()
+                await sending
+        await send({"type": "http.response.body", "body": b""})
+
+    protocol = functools.partial(GuardedProtocol, limits=limits, connections=connections)
+    config = uvicorn.Config(
+        app,
+        http=protocol,
+        lifespan="off",
+        log_level="warning",
+        timeout_graceful_shutdown=1,  # type: ignore[arg-type]
+    )
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(client, sock.getsockname())
+        await asyncio.get_running_loop().sock_sendall(client, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await asyncio.wait_for(stalled.wait(), 20)
+        (conn,) = list(connections._open)
+        server_side = conn.transport.get_extra_info("socket")
+        queued = struct.unpack("i", fcntl.ioctl(server_side.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        assert queued <= 2 * 64 * 1024
+    finally:
+        client.close()
+        server.should_exit = True
+        await task

@@ -24,6 +24,7 @@ NUMBERS = {
         "write_timeout",
         "keep_alive_timeout",
         "max_header_bytes",
+        "send_buffer",
     ],
     "sla": ["ttft_p90", "tpot_p90", "e2e_p90"],
     "controller": ["interval", "window_seconds", "min_samples"],
