@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from loadtests.abuse import watch
+from loadtests.abuse import probe, watch
 from loadtests.abuse.attacks import ATTACKS, Target
 from loadtests.abuse.shutdown import shutdown_table
 from loadtests.doc_tables import commit, write_block
@@ -111,8 +111,8 @@ def ms(value: float | None) -> str:
 def table(rows: list[Row], seconds: float) -> str:
     lines = [
         f"Each attack {seconds:g} s; /health probed from a new connection every "
-        f"{watch.PROBE_INTERVAL * 1000:g} ms (failed = no 200 within {watch.PROBE_TIMEOUT:g} s, counted "
-        f"as {watch.PROBE_TIMEOUT:g} s); {watch.LEGIT_WORKERS} SDK clients in a closed loop alongside.",
+        f"{probe.PROBE_INTERVAL * 1000:g} ms (failed = no 200 within {probe.PROBE_TIMEOUT:g} s, counted "
+        f"as {probe.PROBE_TIMEOUT:g} s); {watch.LEGIT_WORKERS} SDK clients in a closed loop alongside.",
         "",
         "| attack | gateway | RSS max (MB) | loop lag P99 / max (ms) | /health P50 / P99 (ms) "
         "| /health failed | requests ok / failed | in flight, queued after | tracebacks | attack |",

@@ -8,8 +8,8 @@ gets /health answered, how ordinary requests fare, and what is left in flight af
 - /health: every 50 ms a new connection sends `GET /health`; the time to the whole answer. A probe
   that fails or takes over PROBE_TIMEOUT counts as failed and as PROBE_TIMEOUT in the percentiles;
   an answer other than 200 counts as failed too. The probes run in a child process of their own
-  (`python -m loadtests.abuse.watch PORT`): in the benchmark's event loop they waited behind the
-  attacks themselves (one step of the idle-connection attack, re-checking 1,100 sockets, held that
+  (`loadtests.abuse.probe`, which imports nothing heavy): in the benchmark's event loop they waited
+  behind the attacks themselves (one step of the idle-connection attack, re-checking 1,100 sockets, held that
   loop for up to 1.3 s on a busy machine), and measured the benchmark instead of the gateway.
 - Requests: LEGIT_WORKERS OpenAI SDK clients send small completions in a closed loop, no retries.
 """
@@ -32,8 +32,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.histogram import Buckets, bucket_delta, window_quantile
 from loadtests.stats import percentile
 
-PROBE_TIMEOUT = 2.0
-PROBE_INTERVAL = 0.05
 LEGIT_WORKERS = 4
 LAG_METRIC = "gateway_event_loop_lag_seconds"
 CHECKOUT = str(Path(__file__).resolve().parents[2])
@@ -77,7 +75,7 @@ async def probe_health(port: int, seen: Observed, stop: asyncio.Event) -> None:
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "loadtests.abuse.watch",
+        "loadtests.abuse.probe",
         str(port),
         stdout=asyncio.subprocess.PIPE,
         cwd=CHECKOUT,
@@ -88,27 +86,9 @@ async def probe_health(port: int, seen: Observed, stop: asyncio.Event) -> None:
         if child.returncode is None:
             child.send_signal(signal.SIGTERM)
         out, _ = await child.communicate()
-    probed = Observed(**json.loads(out)) if out else Observed()
-    seen.probes.extend(probed.probes)
-    seen.probe_failures += probed.probe_failures
-
-
-async def probe_until_stopped(port: int, seen: Observed, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT):
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.write(b"GET /health HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n")
-                answer = await reader.read()
-                writer.close()
-            healthy = answer.startswith(b"HTTP/1.1 200")
-        except (OSError, TimeoutError):
-            healthy = False
-        elapsed = time.perf_counter() - started
-        seen.probes.append(elapsed if healthy else max(elapsed, PROBE_TIMEOUT))
-        seen.probe_failures += not healthy
-        await asyncio.sleep(PROBE_INTERVAL)
+    probed = json.loads(out) if out else {}
+    seen.probes.extend(probed.get("probes", []))
+    seen.probe_failures += probed.get("probe_failures", 0)
 
 
 async def legit_load(url: str, model: str, seen: Observed, stop: asyncio.Event) -> None:
@@ -171,22 +151,3 @@ async def leftover(url: str, within: float = 15.0) -> tuple[int, int] | None:
             if left == (0, 0) or time.monotonic() > deadline:
                 return left
             await asyncio.sleep(0.2)
-
-
-def main() -> None:
-    """`python -m loadtests.abuse.watch PORT`: probe /health until SIGTERM, then print the probes
-    as JSON (`Observed` fields)."""
-    port = int(sys.argv[1])
-
-    async def run() -> Observed:
-        seen, stop = Observed(), asyncio.Event()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        await probe_until_stopped(port, seen, stop)
-        return seen
-
-    seen = asyncio.run(run())
-    print(json.dumps({"probes": seen.probes, "probe_failures": seen.probe_failures}))
-
-
-if __name__ == "__main__":
-    main()
