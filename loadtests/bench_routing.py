@@ -14,6 +14,7 @@ repetitions) and the targets, and writes every run's numbers to `results/routing
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import functools
 import json
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"[{time.perf_counter() - began:6.0f} s] {workload} {strategy} #{rep}: "
                     f"{result.rps:.1f} req/s, TTFT P90 {result.ttft_p90 or 0:.2f} s, "
                     f"hit {result.hit_rate or 0:.1%}, machine {result.machine_busy:.1f} cores busy, "
-                    f"errors {result.errors}",
+                    f"errors {result.errors}" + _kinds(raws[strategy].errors),
                     flush=True,
                 )
     summary.write_text(
@@ -81,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\n{len(results)} runs in {time.perf_counter() - began:.0f} s; {setup}\n")
     return _finish(args, results, args.strategies, args.workloads)
+
+
+def _kinds(errors: list[str]) -> str:
+    """The commonest failures, so that a run with errors says what they were."""
+    common = collections.Counter(errors).most_common(3)
+    return "".join(f"; {n} x {kind}" for kind, n in common)
 
 
 def _finish(args: argparse.Namespace, results: list[Result], strategies: list[str], names: list[str]) -> int:

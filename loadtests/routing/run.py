@@ -35,10 +35,11 @@ from loadtests.routing.workloads import Workload
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
-# Llama-3-8B on an A100 40GB (DESIGN.md section 6 step times; 20 GiB of KV at 128 KiB per token).
+# Llama-3-8B in bf16 with the A100 step times of DESIGN.md section 6; the KV cache and the pace are
+# `Setup`'s (an A10's by default).
 ENGINE = (
-    "--profile", "llama3-8b-h100", "--num-gpu-blocks", "10240", "--step-mem", "0.0097",
-    "--step-per-token", "6.6e-05", "--step-per-kv-token", "8e-08",
+    "--profile", "llama3-8b-h100", "--step-mem", "0.0097", "--step-per-token", "6.6e-05",
+    "--step-per-kv-token", "8e-08",
 )  # fmt: skip
 SPREAD_INTERVAL = 0.25
 WARM_TIMEOUT = 120.0
@@ -53,9 +54,14 @@ class Setup:
     think: float = 0.0
     """Mean think time in seconds; 0: the workload's own."""
     max_tokens: int = 32
-    speed: float = 0.5
-    """The engines' pace (the simulator's speed fault): half of an A100's, so that three stacks
-    leave CPU to spare on a busy 2-core machine; think times scale with it."""
+    kv_blocks: int = 2048
+    """KV-cache blocks of 16 tokens per backend: 32,768 tokens, what vLLM leaves for the KV cache of
+    Llama-3-8B in bf16 on a 24 GB GPU (an A10 or A10G: 0.9 x 22.5 GiB, less 15 GiB of weights and
+    about 1.3 GiB of activations, leaves 4 GiB, at 128 KiB per token)."""
+    speed: float = 0.4
+    """The engines' pace (the simulator's speed fault) against the A100 step times: an A10 has 0.40x
+    an A100 40GB's bf16 tensor throughput (125 against 312 TFLOPS) and 0.39x its memory bandwidth
+    (600 against 1,555 GB/s). Think times scale with it."""
     warmup: float = 10.0
     window: float = 30.0
     lookahead: int = RoutingConfig().lookahead
@@ -85,7 +91,16 @@ class Raw:
 @contextlib.contextmanager
 def processes(setup: Setup, strategy: str, seed: int) -> Iterator[tuple[list[Proc], Proc]]:
     def sim(i: int) -> Proc:
-        return spawn_sim(*ENGINE, "--speed", str(setup.speed), "--seed", str(seed * 10 + i), timeout=60)
+        return spawn_sim(
+            *ENGINE,
+            "--num-gpu-blocks",
+            str(setup.kv_blocks),
+            "--speed",
+            str(setup.speed),
+            "--seed",
+            str(seed * 10 + i),
+            timeout=60,
+        )
 
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(setup.backends) as pool:
         futures = [pool.submit(sim, i) for i in range(setup.backends)]

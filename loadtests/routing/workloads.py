@@ -99,7 +99,7 @@ class Chat:
     name = "chat"
     path = "/v1/chat/completions"
     marker = b'"delta":{"content"'
-    think = 2.5
+    think = 4.0
 
     def __init__(self, model: str, users: int, max_tokens: int, seed: int) -> None:
         self._model = model
@@ -152,7 +152,7 @@ class Documents(_OneShot):
     name = "docs"
     path = "/v1/completions"
     marker = b'"text":'
-    think = 4.0
+    think = 10.0
 
     def __init__(self, model: str, max_tokens: int, seed: int) -> None:
         super().__init__(model, max_tokens, seed)
@@ -169,7 +169,7 @@ class Distinct(_OneShot):
     name = "distinct"
     path = "/v1/chat/completions"
     marker = b'"delta":{"content"'
-    think = 8.0
+    think = 14.0
 
     def body(self, user: int) -> bytes:
         messages = [{"role": "user", "content": self._text.sample(3000, 7000)}]
