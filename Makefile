@@ -165,7 +165,7 @@ bench-abuse: setup
 	@command -v prlimit >/dev/null || { apt-get update -q && apt-get install -y -q util-linux; }
 	$(BIN)/python -m loadtests.bench_abuse $(DOCS_ARG) $(ABUSE_ARGS)
 
-# prefix vs least_loaded vs round_robin side by side on simulated backends (~5 min; docs/benchmarks.md).
+# prefix vs least_loaded vs round_robin side by side on simulated backends (~8 min; docs/benchmarks.md).
 # make bench-routing ROUTING_ARGS='--repeat 3'
 ROUTING_ARGS ?=
 bench-routing: setup

@@ -6,8 +6,8 @@ by side, each on its own gateway and backends (loadtests/routing/run.py); with `
 workload runs N times (other seeds). Prints one table per workload (medians, and the range over the
 repetitions) and the targets, and writes every run's numbers to `results/routing/summary.json`.
 
-    .venv/bin/python -m loadtests.bench_routing                       # everything (~2 min)
-    .venv/bin/python -m loadtests.bench_routing --repeat 3            # with the spread
+    .venv/bin/python -m loadtests.bench_routing                       # everything (~8 min)
+    .venv/bin/python -m loadtests.bench_routing --repeat 3            # with the spread (~25 min)
     .venv/bin/python -m loadtests.bench_routing --workloads chat --strategies prefix least_loaded
 """
 
