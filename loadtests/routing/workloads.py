@@ -42,7 +42,8 @@ class Workload(Protocol):
     marker: bytes
     think: float
     """Mean think time (seconds at full engine speed) that offers least_loaded a little more than its
-    capacity on the benchmark's engines (measured on the project's machine)."""
+    capacity on the benchmark's engines (found with the virtual-time replay, loadtests/routing/replay.py,
+    where least_loaded's TTFT P90 is then 4-8 s, mostly queueing)."""
     """Bytes that only a chunk carrying output text contains (the first one is the TTFT)."""
 
     def body(self, user: int) -> bytes:
