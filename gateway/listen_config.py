@@ -3,7 +3,9 @@
 `listen` bounds what one client connection may cost before the gateway has a request from it:
 - `header_timeout`: a request line and headers must arrive within this many seconds of their first
   byte (of the connection, for a new one), or the connection is closed with 408. Without it a client
-  that sends nothing, or half a request line, holds a descriptor for ever.
+  that sends nothing, or half a request line, holds a descriptor for ever. 30 s, not less: a client
+  opening thousands of connections at once writes its last heads seconds after the first were
+  accepted, and a 408 there costs it a retry of work that was on its way.
 - `body_timeout`, `body_min_rate`: once its head is in, a request's body must arrive within
   `body_timeout` seconds plus one second per `body_min_rate` bytes received (so a large upload at a
   reasonable pace is never cut), or the request is answered 408 (or cut, if its answer has begun)
@@ -38,7 +40,7 @@ from gateway.config_reader import ConfigReader, default
 
 @dataclass(frozen=True, slots=True)
 class ListenLimits:
-    header_timeout: float = 10.0
+    header_timeout: float = 30.0
     body_timeout: float = 30.0
     body_min_rate: int = 64 * 1024
     """Bytes per second: each this many bytes of a body received extends its deadline by a second."""
