@@ -2,7 +2,9 @@
 above: a batch tenant that sent `x-priority: 1000` used to be served before the priority-1 tenant.
 
 One slot (a fixed limit of 1) held by a long request; four requests queue behind it in a known
-order; the order in which they are then served is the order of their priorities.
+order; the order in which they are then served is the order of their priorities. Each queued request
+generates 32 tokens, so consecutive answers arrive a whole generation apart and the order in which
+the client threads see them is the order of service (at 4 tokens a busy machine reordered them).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gatewa
 
     threads: list[threading.Thread] = []
 
-    def start(label: str, key: str, priority: str | None, max_tokens: int = 4) -> None:
+    def start(label: str, key: str, priority: str | None, max_tokens: int = 32) -> None:
         thread = threading.Thread(target=send, args=(label, key, priority, max_tokens))
         thread.start()
         threads.append(thread)
