@@ -16,10 +16,13 @@ Batch lines (background leases) may hold at most `limit - reserve` slots of a ba
 being the most interactive requests it had in flight over the last `interactive_horizon` seconds:
 a batch takes the capacity interactive traffic leaves, and an interactive request arriving at its
 usual rate finds a slot free instead of waiting for a batch line to end. While there is such
-traffic (a reserve above 0), the batch also stays within the KV ceiling (requests the backend's KV
-cache holds at the measured footprint) less the reserve, where the limit may be above it (the `sla`
-algorithm runs there when that pays): past it vLLM queues what it is sent, and an interactive
-request would wait in vLLM's queue behind batch lines. With no interactive traffic, the batch
+traffic (a reserve above 0), the batch also stays within what the backend's KV cache holds less
+the reserve, counting every request at its full prompt + output (gateway.limiter.ceiling), and
+within the KV ceiling at the measured footprint, where the limit may be above either (the `sla`
+algorithm runs there when that pays). Past the footprint ceiling vLLM queues what it is sent, so
+an interactive request would wait in vLLM's queue behind batch lines; past the full-size one the
+requests outgrow the cache as they decode, and vLLM preempts the newest running request (often an
+interactive one, which then computes its prompt again). With no interactive traffic, the batch
 runs up to the limit, where vLLM's own queue keeps its KV cache full.
 """
 
@@ -89,16 +92,20 @@ class Backend:
         return self.healthy and now >= self.ejected_until
 
     def background_room(self, now: float) -> int:
-        """Slots a batch line may take: the limit (with interactive traffic, at most the KV
-        ceiling) less the interactive reserve and the batch's own lines."""
+        """Slots a batch line may take: the limit (with interactive traffic, at most what the KV
+        cache holds, with requests at their full size) less the interactive reserve and the
+        batch's own lines."""
         lim = self.limiter
         if now - self._rolled_at >= PEAK_GRAIN:
             self._interactive_peak.add(now, self._interactive_high)
             self._interactive_high = lim.inflight - self.background_inflight
             self._rolled_at = now
         reserve = max(self._interactive_high, int(self._interactive_peak.value(now) or 0))
-        kv = lim.kv_ceiling()
-        bound = lim.limit if kv is None or reserve == 0 else min(lim.limit, kv)
+        bound = lim.limit
+        if reserve:
+            for kv in (lim.kv_ceiling(), lim.whole_request_ceiling()):
+                if kv is not None and kv < bound:
+                    bound = kv
         return bound - reserve - self.background_inflight
 
     def lease(self, *, background: bool) -> Lease:

@@ -9,7 +9,7 @@ from gateway.backends import Backend, Pool
 from gateway.config import BackendConfig, HealthConfig
 from gateway.limiter import Limiter
 from gateway.routing import RouteKey
-from gateway.types import SLA, EngineStats
+from gateway.types import SLA, EngineStats, Sample
 from tests.clock import FakeClock
 
 
@@ -184,6 +184,24 @@ def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_ho
     batch = [pool.try_acquire("m", background=True) for _ in range(8)]
     assert sum(lease is not None for lease in batch) == 4  # the KV ceiling less the reserve of 1
     assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 5  # interactive: the limit
+
+
+def test_beside_interactive_traffic_batch_lines_fit_the_kv_cache_at_their_full_size() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 10, horizon=10.0)
+    pool = Pool([a], clock)
+    # 1,000 KV tokens, half used by 4 running sequences (125 each, so 8 fit as they are now); a
+    # request ends holding 250 (prompt + output), so only 4 fit once they have all grown.
+    a.limiter.observe(EngineStats(at=clock(), kv_usage=0.5, running=4, kv_capacity_tokens=1000))
+    first = pool.try_acquire("m")
+    assert first is not None
+    first.release(Sample(dispatched_at=clock(), e2e=1.0, prompt_tokens=150, output_tokens=100))
+    assert (a.limiter.kv_ceiling(), a.limiter.whole_request_ceiling()) == (8, 4)
+    interactive = pool.try_acquire("m")
+    assert interactive is not None
+    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    assert sum(lease is not None for lease in batch) == 3  # 4 at full size less the reserve of 1
+    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 6  # interactive: the limit
 
 
 def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(

@@ -4,6 +4,7 @@
     footprint  = kv_usage x capacity / running, smoothed per scrape (weight FOOTPRINT_SMOOTHING)
     tokens     = prompt + output tokens per finished request, smoothed (weight TOKENS_SMOOTHING)
     kv ceiling = floor(capacity / footprint), or floor(capacity / tokens) before any footprint
+    whole-request ceiling = floor(capacity / tokens)
     ceiling    = max(floor, min(max_limit, kv ceiling)), max_limit without KV information
 
 Rules:
@@ -12,6 +13,10 @@ Rules:
   holds about its prompt and half its output, and the prefix cache shares identical prefixes. At
   saturation capacity / footprint equals `running`: exactly how many of the current mix fit.
 - Tokens per request is the cold-start bound, used until the engine has been seen running requests.
+- The whole-request ceiling is how many requests fit when each has grown to its full prompt and
+  output at once: below it vLLM never runs out of blocks mid-request, so it never preempts (evicts
+  the newest running request, whose prompt is then computed again). Batch lines beside interactive
+  traffic stay under it (gateway.backends); the limit does not, as steady state fits more.
 - A scrape with no usage or nothing running says nothing about the footprint and leaves it as is.
 - The ceiling never goes below the floor: the backend always gets at least its floor of requests.
 """
@@ -83,6 +88,12 @@ class KVCeiling:
         if footprint is None or footprint <= 0:
             return None
         return math.floor(self._capacity / footprint)
+
+    def whole_request_ceiling(self) -> int | None:
+        """Concurrency the KV cache holds with every request at its full prompt + output, if known."""
+        if self._capacity is None or not self._tokens_per_request:
+            return None
+        return math.floor(self._capacity / self._tokens_per_request)
 
     def bound(self, floor: int, max_limit: int) -> int:
         """The ceiling: `max_limit`, lowered to the KV ceiling when known, never below `floor`."""

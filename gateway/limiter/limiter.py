@@ -166,6 +166,10 @@ class Limiter:
         """Concurrency the KV cache can hold at the observed request footprint, if known."""
         return self._kv.kv_ceiling()
 
+    def whole_request_ceiling(self) -> int | None:
+        """Concurrency the KV cache holds with every request at its full size, if known."""
+        return self._kv.whole_request_ceiling()
+
     def _refresh_ceiling(self) -> None:
         if self.algorithm.respects_kv_ceiling:
             self._ceiling = self._kv.bound(self._floor, self._max_limit)

@@ -39,3 +39,13 @@ def test_bound_is_never_below_the_floor_nor_above_the_max() -> None:
     assert kv.kv_ceiling() == 1 and kv.bound(2, 256) == 2
     kv.observe(EngineStats(at=1.0, kv_capacity_tokens=1_000_000))
     assert kv.bound(2, 256) == 256
+
+
+def test_the_whole_request_ceiling_counts_every_request_at_its_full_size() -> None:
+    kv = KVCeiling()
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=11_824, kv_usage=0.8, running=10))
+    assert kv.whole_request_ceiling() is None  # no request seen to its end yet
+    kv.add_request(788 + 308)
+    # In steady state a request holds its prompt and half its output: 12 fit, but 12 at their
+    # full 1,096 tokens need 13,152, so vLLM would preempt as they grow; 10 always fit.
+    assert kv.kv_ceiling() == 12 and kv.whole_request_ceiling() == 10
