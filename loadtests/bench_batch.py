@@ -8,9 +8,11 @@ wall-clock at that speed, and the gateway's TTFT target is the SLA divided by it
    (`--sweep`, `--sweep-seconds` each); then, interleaved A B A B (`--repeats`), the same number of
    requests as a closed loop at that concurrency (A) and as one batch through a fresh gateway (B).
    Target: batch tokens/s (prompt + completion) >= 90% of the closed loop's, pair by pair.
-2. Interactive. `--users` streaming closed-loop clients through the gateway, alone for
-   `--alone-seconds` (A) and while the batch runs (B), interleaved. Targets: interactive TTFT P90
-   (as the clients saw it) within the SLA + 10%, interactive tokens/s >= 90% of alone.
+2. Interactive. `--users` streaming closed-loop clients through one gateway, after
+   `--warmup-seconds`: alone for `--alone-seconds` (A) and while a batch of `--interactive-lines`
+   runs (B), A B A B (`--repeats` pairs), so each pair compares neighbouring minutes of a machine
+   whose load drifts. Targets: interactive TTFT P90 (as the clients saw it) within the SLA + 10%,
+   interactive tokens/s >= 90% of alone, pair by pair.
 3. Restart. A `--restart-lines` batch (default 2,000, 32 output tokens, speed 16): the gateway is
    killed with SIGKILL once half the lines are answered and started again on the same data
    directory. Target: the batch completes with every custom_id exactly once in the output.
@@ -122,37 +124,48 @@ def row(run: int, mode: str, t: Throughput) -> None:
 
 
 async def interactive(sim: Proc, args: argparse.Namespace) -> tuple[list[float], list[float], float]:
+    """One gateway, the interactive users always on after a warm-up; windows alternate between the
+    users alone for `--alone-seconds` (A) and the users while a batch of `--interactive-lines` runs
+    (B), A B A B, so each pair's ratio compares neighbouring minutes of the same machine."""
     target = SLA_TTFT / args.speed
+    lines = args.interactive_lines or args.lines
     p90_ratios: list[float] = []
     rate_ratios: list[float] = []
-    print(f"\n{args.users} interactive streaming users; TTFT target {target * 1000:.0f} ms")
-    print("| run | mode | requests | TTFT P90 (ms) | completion tok/s | batch tok/s |")
-    print("|---|---|---:|---:|---:|---:|")
-    for r in range(args.repeats):
-        with gateway(sim, args.speed) as gw:
-            stop = asyncio.Event()
-            loop = asyncio.create_task(interactive_loop(gw.url, f"alone{r}", args.users, stop))
-            await asyncio.sleep(args.alone_seconds)
-            stop.set()
-            alone = await loop
+    print(f"\n{args.users} interactive streaming users, {lines}-line batches")
+    print(f"TTFT target {target * 1000:.0f} ms")
+    print("| pair | mode | seconds | requests | TTFT P90 (ms) | completion tok/s | batch tok/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    with gateway(sim, args.speed) as gw:
+        await window(gw, "warmup", args, args.warmup_seconds)
+        for r in range(args.repeats):
+            alone = await window(gw, f"alone{r}", args, args.alone_seconds)
             irow(r, "alone", alone, None)
             stop = asyncio.Event()
             loop = asyncio.create_task(interactive_loop(gw.url, f"mixed{r}", args.users, stop))
-            batch, _ = await run_batch(client(gw), f"mixed{r}", args.lines)
+            batch, _ = await run_batch(client(gw), f"mixed{r}", lines)
             stop.set()
             mixed = await loop
             irow(r, "with the batch", mixed, batch)
-        p90_ratios.append((mixed.ttft_p90 or 0.0) / target)
-        rate_ratios.append(mixed.completion_per_s / alone.completion_per_s)
+            p90_ratios.append((mixed.ttft_p90 or 0.0) / target)
+            rate_ratios.append(mixed.completion_per_s / alone.completion_per_s)
     print(f"\ninteractive TTFT P90 / target with the batch: {spread(p90_ratios)}")
     print(f"interactive tok/s with / without the batch: {spread(rate_ratios)}")
     return p90_ratios, rate_ratios, target
 
 
+async def window(gw: Proc, run: str, args: argparse.Namespace, seconds: float) -> Interactive:
+    stop = asyncio.Event()
+    loop = asyncio.create_task(interactive_loop(gw.url, run, args.users, stop))
+    await asyncio.sleep(seconds)  # the window's length: the users run until it ends
+    stop.set()
+    return await loop
+
+
 def irow(run: int, mode: str, i: Interactive, batch: Throughput | None) -> None:
     p90 = "-" if i.ttft_p90 is None else f"{i.ttft_p90 * 1000:.0f}"
     batch_rate = "-" if batch is None else f"{batch.tokens_per_s:.0f}"
-    print(f"| {run} | {mode} | {i.requests} | {p90} | {i.completion_per_s:.0f} | {batch_rate} |")
+    rate = f"{i.completion_per_s:.0f}"
+    print(f"| {run} | {mode} | {i.seconds:.0f} | {i.requests} | {p90} | {rate} | {batch_rate} |")
 
 
 async def memory(args: argparse.Namespace) -> float:
@@ -245,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--best", type=int, default=0, help="skip the sweep: use this concurrency")
     parser.add_argument("--users", type=int, default=6)
     parser.add_argument("--alone-seconds", type=float, default=60.0)
+    parser.add_argument("--warmup-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--interactive-lines", type=int, default=0, help="lines per batch beside users (0: --lines)"
+    )
     parser.add_argument("--memory-lines", type=int, default=50_000)
     parser.add_argument("--memory-tokens", type=int, default=16)
     parser.add_argument("--restart-lines", type=int, default=2000)
