@@ -16,7 +16,9 @@ Rules:
 - The whole-request ceiling is how many requests fit when each has grown to its full prompt and
   output at once: below it vLLM never runs out of blocks mid-request, so it never preempts (evicts
   the newest running request, whose prompt is then computed again). Batch lines beside interactive
-  traffic stay under it (gateway.backends); the limit does not, as steady state fits more.
+  traffic stay under it (gateway.backends); the limit does not, as steady state fits more. Where
+  answers do not say their prompt tokens (streams without usage) the mean is too small and this
+  ceiling too high, so they stay under the footprint one as well.
 - A scrape with no usage or nothing running says nothing about the footprint and leaves it as is.
 - The ceiling never goes below the floor: the backend always gets at least its floor of requests.
 """
