@@ -73,12 +73,13 @@ def gateway_config(sim: Proc, speed: float, data_dir: str) -> dict[str, object]:
 
 
 @contextmanager
-def gateway(sim: Proc, speed: float) -> Iterator[Proc]:
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-batch-") as data,
-        spawn_gateway(gateway_config(sim, speed, data), timeout=60) as gw,
-    ):
-        yield gw
+def gateway(sim: Proc, speed: float, routing: str | None = None) -> Iterator[Proc]:
+    with tempfile.TemporaryDirectory(prefix="bench-batch-") as data:
+        config = gateway_config(sim, speed, data)
+        if routing is not None:
+            config["routing"] = {"strategy": routing}
+        with spawn_gateway(config, timeout=60) as gw:
+            yield gw
 
 
 def client(gw: Proc) -> openai.AsyncOpenAI:
@@ -170,13 +171,13 @@ def irow(run: int, mode: str, i: Interactive, batch: Throughput | None) -> None:
 
 async def memory(args: argparse.Namespace) -> float:
     model = ("--profile", "instant", "--model", MODEL)
-    with spawn_sim(*model) as sim, gateway(sim, 1.0) as gw:
+    with spawn_sim(*model) as sim, gateway(sim, 1.0, args.memory_routing) as gw:
         batch, status = await run_batch(client(gw), "memory", args.memory_lines, args.memory_tokens)
         memory_mb = read_memory_mb(gw.pid)
     peak = memory_mb[1] if memory_mb else float("nan")
     print(
         f"\n{args.memory_lines}-line batch: {status}, {batch.requests} completed, {batch.errors} failed, "
-        f"{batch.seconds:.0f} s; gateway peak RSS {peak:.0f} MB"
+        f"{batch.seconds:.0f} s; gateway peak RSS {peak:.0f} MB (routing: {args.memory_routing or 'default'})"
     )
     return peak
 
@@ -264,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--memory-lines", type=int, default=50_000)
     parser.add_argument("--memory-tokens", type=int, default=16)
+    parser.add_argument("--memory-routing", default=None, help="routing.strategy of the memory run's gateway")
     parser.add_argument("--restart-lines", type=int, default=2000)
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-interactive", action="store_true")
