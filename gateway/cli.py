@@ -147,6 +147,13 @@ def _serve_workers(config: GatewayConfig, source: ConfigSource, args: argparse.N
             file=sys.stderr,
         )
         return 2
+    if config.batch.enabled:
+        print(
+            f"llm-gateway: --workers {args.workers} cannot share batch.data_dir: run the Batch API "
+            "in a gateway process of its own (each worker would resume every unfinished batch)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return Supervisor(config, source, args.workers, args.log_level).run()
     except OSError as exc:

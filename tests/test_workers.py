@@ -32,6 +32,26 @@ def test_more_than_one_worker_without_redis_is_refused_with_one_line() -> None:
     ]
 
 
+def test_more_than_one_worker_with_a_batch_data_dir_is_refused_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backends": ["http://127.0.0.1:9"],
+                "state": {"redis_url": "redis://127.0.0.1:9"},
+                "batch": {"data_dir": str(tmp_path / "data")},
+            }
+        )
+    )
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--workers", "2"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "llm-gateway: --workers 2 cannot share batch.data_dir: run the Batch API in a gateway process "
+        "of its own (each worker would resume every unfinished batch)"
+    ]
+
+
 def get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as response:  # a new connection every time
         return str(response.read().decode())

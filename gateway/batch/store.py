@@ -15,12 +15,19 @@ Tables: `files` (uploads and batch outputs; their bytes are files in `data_dir/f
 `batches` (one row per batch: status, timestamps, counters) and `lines` (one row per request of a
 batch that is not finished: where it is in the input file, its state, its answer once it has one).
 A finished batch's lines are deleted in the transaction that records its output files.
+
+One process per database: `open` takes an exclusive lock on `<database>.lock` (flock, released by
+the kernel when the process dies, so a SIGKILL leaves no stale lock) and fails with `StoreInUse` when
+another process holds it. Every process resumes the unfinished batches it finds at start, so two on
+one directory would run each remaining line once per process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +88,10 @@ PENDING, COMPLETED, FAILED = 0, 1, 2
 """`lines.state`: not answered yet, answered 2xx, answered otherwise (or given up on)."""
 
 
+class StoreInUse(RuntimeError):
+    """Another process holds the database's lock."""
+
+
 class Store:
     """The database at `path`; every call runs in the store's one worker thread."""
 
@@ -88,6 +99,7 @@ class Store:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch-store")
         self._conn: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
 
     async def open(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._connect)
@@ -96,6 +108,9 @@ class Store:
         if self._conn is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._conn.close)
             self._conn = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
         self._executor.shutdown(wait=True)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -109,11 +124,25 @@ class Store:
 
     def _connect(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock()
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
         conn.executescript(SCHEMA)
         self._conn = conn
+
+    def _lock(self) -> None:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreInUse(
+                f"{self.path} is in use by another gateway process: batches run in one process "
+                "per batch.data_dir"
+            ) from None
+        self._lock_fd = fd
 
 
 @contextlib.contextmanager
