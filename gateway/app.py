@@ -147,6 +147,7 @@ class Gateway:
                 try:
                     await self.start()
                 except Exception as exc:
+                    await self.stop()  # close what did start (upstream sessions, loops)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.batch.store import Store, StoreInUse
+from tests.procs import ROOT, free_port, spawn_gateway
 
 HOLD_AND_WAIT = """
 import asyncio, sys
@@ -72,3 +73,16 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
         await store.close()
 
     asyncio.run(reopened())
+
+
+def test_a_second_gateway_on_one_data_dir_exits_with_one_clear_error(tmp_path: Path) -> None:
+    config = {"backends": ["http://127.0.0.1:9"], "batch": {"data_dir": str(tmp_path)}}
+    with spawn_gateway(config):
+        cmd = [
+            *(sys.executable, "-m", "gateway.cli", "serve", "--backend", "http://127.0.0.1:9"),
+            *("--port", str(free_port()), "--data-dir", str(tmp_path)),
+        ]
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "batches.sqlite3 is in use by another gateway process" in result.stderr
+    assert "Unclosed" not in result.stderr  # what had started was closed, not left to the collector
