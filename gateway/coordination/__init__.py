@@ -30,8 +30,13 @@ stats). `publish(backend, limit, ceiling, stats)` writes them, only while this p
 `drain_rate(backend)` is the shared rate of finished requests (rates.py); `state()` is for
 /admin/state.
 
+How admission uses them (wired by gateway.sharing): pump.py takes a lease per waiting request
+(`try_acquire_fair`: within the tenants' weighted shares across processes) and hands it to the
+synchronous dispatch; wakeups.py hears other processes' releases (pub/sub); samples.py carries the
+followers' finished requests and queue lengths to each backend's leader (a Redis stream).
+
 Modules: url.py (the accepted URL forms, pure), connection.py (the client), scripts.py (the Lua
 scripts and the key layout), slots.py, leases.py, leader.py, shared.py, rates.py, fallback.py,
-coordinator.py. Only connection.py and the modules that talk to Redis import the client, and
-nothing here runs at import time.
+coordinator.py, pump.py, wakeups.py, samples.py. Only connection.py and the modules that talk to
+Redis import the client, and nothing here runs at import time.
 """

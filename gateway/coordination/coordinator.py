@@ -58,6 +58,23 @@ class CoordinatedSlots:
                 return await self._slots.try_acquire(backend, tenant, limit)
             except FAILURES as exc:
                 self.lost(exc)
+        return self._local(backend, tenant, limit)
+
+    async def try_acquire_fair(
+        self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
+    ) -> Lease | None:
+        """`try_acquire` with the tenants' weighted shares across processes (RedisSlots); in
+        fallback, the local share as for `try_acquire` (fairness is then the local queue's)."""
+        if self.fallback.shared:
+            try:
+                return await self._slots.try_acquire_fair(
+                    backend, tenant, limit, weight=weight, waiting_seconds=waiting_seconds
+                )
+            except FAILURES as exc:
+                self.lost(exc)
+        return self._local(backend, tenant, limit)
+
+    def _local(self, backend: str, tenant: str, limit: int) -> Lease | None:
         share = self.fallback.local_share(self._slots.limits.get(backend, limit))
         if self._slots.held(backend) >= share:
             return None
@@ -140,6 +157,7 @@ class Coordinator:
         self.backends = tuple(backends)
         self.period = lease_seconds / 3
         self._redis = redis
+        self.keys = keys or Keys()
         self.slots = CoordinatedSlots(
             RedisSlots(redis, self.owner, keys=keys, lease_seconds=lease_seconds), Fallback(clock=clock)
         )
@@ -149,6 +167,17 @@ class Coordinator:
         self.terms: dict[str, Term] = {}
         self.views: dict[str, SharedView] = {}
         self._drain = {b: CounterRate() for b in self.backends}
+
+    def add(self, backend: str) -> None:
+        """Take part in `backend`'s shared state too (a backend added by a reload)."""
+        if backend not in self._drain:
+            self.backends += (backend,)
+            self._drain[backend] = CounterRate()
+
+    @property
+    def redis(self) -> Redis:
+        """The client (owned here, closed by `close`)."""
+        return self._redis
 
     @property
     def fallback(self) -> Fallback:
@@ -172,6 +201,20 @@ class Coordinator:
         except FAILURES as exc:
             self.terms.clear()
             self.slots.lost(exc)
+
+    async def read(self, backend: str) -> SharedView | None:
+        """Read `backend`'s shared state now (the control tick's fresh look); None in fallback."""
+        if not self.fallback.shared:
+            return None
+        try:
+            view = await self._shared.read(backend)
+        except FAILURES as exc:
+            self.terms.clear()
+            self.slots.lost(exc)
+            return None
+        self.views[backend] = view
+        self.slots.observe(view)
+        return view
 
     async def publish(self, backend: str, limit: int, ceiling: int, stats: EngineStats | None = None) -> bool:
         """As leader of `backend`, publish its limit; False when not leading (or no longer)."""

@@ -1,12 +1,13 @@
 """Slots as leases in Redis, shared by every process and replica that names the same Redis.
 
 `try_acquire` is one script call (ACQUIRE in scripts.py): purge lapsed leases, count, insert only
-below the limit; `release` is one call (RELEASE). `renew` extends all of this process's leases on
-every backend, and its heartbeat, in one call (RENEW), and puts back any lease Redis lost while
-its request still runs. A lease lives `lease_seconds` past its last renewal, so a process killed
-with SIGKILL frees its slots within that time; renew every `lease_seconds / 3` (as a ZooKeeper
-session or a Kubernetes Lease is renewed well inside its term) so one late or failed renewal does
-not lose a live lease.
+below the limit (ACQUIRE_FAIR: and within the tenant's weighted share while others wait); `release`
+is one call (RELEASE), which also announces the free slot on the backend's channel. `renew` extends
+all of this process's leases on every backend, and its heartbeat, in one call (RENEW), and puts back
+any lease Redis lost while its request still runs. A lease lives `lease_seconds` past its last
+renewal, so a process killed with SIGKILL frees its slots within that time; renew every
+`lease_seconds / 3` (as a ZooKeeper session or a Kubernetes Lease is renewed well inside its term)
+so one late or failed renewal does not lose a live lease.
 
 This class raises what the client raises (redis.exceptions.RedisError, OSError) and keeps no
 opinion on failures: the coordinator decides what an unreachable Redis means.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from gateway.coordination.scripts import ACQUIRE, RELEASE, RENEW, Keys
+from gateway.coordination.scripts import ACQUIRE, ACQUIRE_FAIR, RELEASE, RENEW, Keys
 from gateway.coordination.slots import Lease
 
 
@@ -51,6 +52,7 @@ class RedisSlots:
         self.limits: dict[str, int] = {}
         """The limit each backend's last acquire was judged against (the published one, if any)."""
         self._acquire = redis.register_script(ACQUIRE)
+        self._acquire_fair = redis.register_script(ACQUIRE_FAIR)
         self._release = redis.register_script(RELEASE)
         self._renew = redis.register_script(RENEW)
 
@@ -66,6 +68,29 @@ class RedisSlots:
         granted, _held, shared_limit = await self._acquire(
             keys=self._keys.lease_keys(backend), args=[lease.id, limit, self._lease_ms, tenant]
         )
+        self.limits[backend] = int(shared_limit)
+        if not granted:
+            return None
+        self._held.setdefault(backend, {})[lease.id] = lease
+        return lease
+
+    async def try_acquire_fair(
+        self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
+    ) -> Lease | None:
+        """`try_acquire`, refused also while `tenant` holds its weighted share of the limit and
+        another tenant waiting anywhere holds less than its own (ACQUIRE_FAIR); the attempt marks
+        `tenant` as waiting for `waiting_seconds`."""
+        lease = self._new(backend, tenant)
+        keys = [*self._keys.lease_keys(backend), self._keys.waiting(backend), self._keys.weights(backend)]
+        args: list[str | int | float] = [
+            lease.id,
+            limit,
+            self._lease_ms,
+            tenant,
+            weight,
+            max(1, round(waiting_seconds * 1000)),
+        ]
+        granted, _held, shared_limit, _over_share = await self._acquire_fair(keys=keys, args=args)
         self.limits[backend] = int(shared_limit)
         if not granted:
             return None
@@ -89,7 +114,10 @@ class RedisSlots:
         """Forget the lease here first, so a failed call still releases it exactly once: Redis
         drops it when it lapses, and no renewal will put it back."""
         self.forget(lease)
-        await self._release(keys=self._keys.lease_keys(lease.backend), args=[lease.id])
+        await self._release(
+            keys=self._keys.lease_keys(lease.backend),
+            args=[lease.id, self._keys.released_channel(lease.backend)],
+        )
 
     def held(self, backend: str) -> int:
         return len(self._held.get(backend, ()))

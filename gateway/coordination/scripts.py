@@ -5,6 +5,9 @@ Keys (all under one hash tag, `{namespace}`, so every script's keys live in one 
     lease-tenant:<backend>  HASH  lease id -> tenant
     tenants:<backend>       HASH  tenant -> leases held (entries at 0 are deleted)
     state:<backend>         HASH  limit, ceiling, signals (JSON), term, published_ms, released
+    waiting:<backend>       ZSET  tenant -> expiry (ms): tenants with requests waiting somewhere
+    weights:<backend>       HASH  tenant -> weight (from the config every process shares)
+    samples:<backend>       STREAM each process's finished requests and queue, for the leader
     leader:<backend>        STRING "<owner>|<term>" with a TTL
     term:<backend>          INTEGER, incremented at every election (the fencing token)
     replicas                ZSET  owner -> expiry (ms): processes alive
@@ -65,10 +68,53 @@ return {1, held + 1, limit}
 """
 )
 
+ACQUIRE_FAIR = (
+    _NOW
+    + _PURGE
+    + """
+-- KEYS: slots, lease-tenant, tenants, state, waiting, weights. ARGV: lease, limit, lease_ms,
+-- tenant, weight, waiting_ms. ACQUIRE with the tenants' weighted shares of the limit: the tenant
+-- is recorded as waiting (for waiting_ms, renewed by every attempt) with its weight; while other
+-- tenants wait, a tenant holding its share or more is refused if one of them holds less than
+-- its own, so freed slots go to the tenants under their share whichever process they wait in.
+-- Returns {granted, held, limit, refused for the share}.
+purge(KEYS[1], KEYS[2], KEYS[3], now)
+local tenant = ARGV[4]
+redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), tenant)
+redis.call('HSET', KEYS[6], tenant, ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+local limit = tonumber(redis.call('HGET', KEYS[4], 'limit') or ARGV[2])
+local held = redis.call('ZCARD', KEYS[1])
+if held >= limit then return {0, held, limit, 0} end
+local waiting = redis.call('ZRANGE', KEYS[5], 0, -1)
+if #waiting > 1 then
+  local total = 0
+  local weights = {}
+  for _, t in ipairs(waiting) do
+    weights[t] = tonumber(redis.call('HGET', KEYS[6], t) or '1')
+    total = total + weights[t]
+  end
+  local mine = tonumber(redis.call('HGET', KEYS[3], tenant) or '0')
+  if mine >= limit * weights[tenant] / total then
+    for _, t in ipairs(waiting) do
+      if t ~= tenant and tonumber(redis.call('HGET', KEYS[3], t) or '0') < limit * weights[t] / total then
+        return {0, held, limit, 1}
+      end
+    end
+  end
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], tenant)
+redis.call('HINCRBY', KEYS[3], tenant, 1)
+return {1, held + 1, limit, 0}
+"""
+)
+
 RELEASE = """
--- KEYS: slots, lease-tenant, tenants, state. ARGV: lease.
+-- KEYS: slots, lease-tenant, tenants, state. ARGV: lease[, channel].
 -- A lease that already expired was purged (and its tenant count with it): only the count of
--- finished requests moves. Returns 1 when the lease was still held.
+-- finished requests moves. With a channel, a message on it tells the processes whose requests
+-- wait for this backend that a slot is free. Returns 1 when the lease was still held.
 local removed = redis.call('ZREM', KEYS[1], ARGV[1])
 if removed == 1 then
   local tenant = redis.call('HGET', KEYS[2], ARGV[1])
@@ -78,6 +124,7 @@ if removed == 1 then
   end
 end
 redis.call('HINCRBY', KEYS[4], 'released', 1)
+if ARGV[2] then redis.call('PUBLISH', ARGV[2], '1') end
 return removed
 """
 
@@ -194,6 +241,19 @@ class Keys:
 
     def term(self, backend: str) -> str:
         return self._key("term", backend)
+
+    def waiting(self, backend: str) -> str:
+        return self._key("waiting", backend)
+
+    def weights(self, backend: str) -> str:
+        return self._key("weights", backend)
+
+    def samples(self, backend: str) -> str:
+        return self._key("samples", backend)
+
+    def released_channel(self, backend: str) -> str:
+        """Pub/sub channel announcing each release on `backend` (not a key: no hash tag needed)."""
+        return f"{self.namespace}:released:{backend}"
 
     def replicas(self) -> str:
         return f"{{{self.namespace}}}:replicas"

@@ -1,0 +1,100 @@
+"""The slot pump against a real redis-server: two "processes" (coordinators with their own clients)
+share one backend of limit 1. A lease goes to a waiting request inside `hand_out` or back to Redis
+at once; the other process is refused until a release, which its listener hears."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.coordination.connection import connect
+from gateway.coordination.coordinator import Coordinator
+from gateway.coordination.pump import SlotPump
+from gateway.coordination.scripts import Keys
+from gateway.coordination.slots import Lease
+from gateway.coordination.wakeups import ReleaseListener
+from tests.redis_server import RedisServer
+
+
+class Waiting:
+    """A queue of tenants' requests; `hand_out` gives each ready lease to the next, if it takes it."""
+
+    def __init__(self, pump: SlotPump | None = None) -> None:
+        self.pump = pump
+        self.tenants: list[str] = []
+        self.served: list[Lease] = []
+        self.taking = True
+
+    def next_tenant(self) -> str | None:
+        return self.tenants[0] if self.tenants else None
+
+    def room(self) -> int:
+        return 8
+
+    def hand_out(self) -> None:
+        assert self.pump is not None
+        while self.taking and self.tenants and (lease := self.pump.take()) is not None:
+            self.tenants.pop(0)
+            self.served.append(lease)
+
+
+def process(redis_server: RedisServer, keys: Keys, owner: str) -> tuple[Coordinator, SlotPump, Waiting]:
+    c = Coordinator(
+        connect(redis_server.url, timeout=5.0), ["b"], clock=time.monotonic, owner=owner, keys=keys
+    )
+    waiting = Waiting()
+    pump = SlotPump("b", c.slots, waiting, limit=lambda: 1, weight=lambda t: 1.0, poll=5.0)
+    waiting.pump = pump
+    return c, pump, waiting
+
+
+@pytest.fixture
+async def two(
+    redis_server: RedisServer, keys: Keys
+) -> AsyncIterator[list[tuple[Coordinator, SlotPump, Waiting]]]:
+    procs = [process(redis_server, keys, "p1"), process(redis_server, keys, "p2")]
+    for c, _, _ in procs:
+        await c.step()
+    yield procs
+    for c, _, _ in procs:
+        await c.close()
+
+
+async def test_a_lease_goes_to_a_waiter_and_the_other_process_waits_for_its_release(
+    two: list[tuple[Coordinator, SlotPump, Waiting]], keys: Keys
+) -> None:
+    (c1, pump1, wait1), (c2, pump2, wait2) = two
+    heard = asyncio.Event()
+    listener = ReleaseListener(c2.redis, ["b"], lambda backend: heard.set(), keys=keys)
+    listening = asyncio.create_task(listener.run())
+    try:
+        wait1.tenants.append("t")
+        assert await pump1.fill() == 1 and len(wait1.served) == 1
+        wait2.tenants.append("t")
+        assert await pump2.fill() == 0 and pump2.counts.refused == 1  # the limit is held elsewhere
+        channel = keys.released_channel("b")
+        while (await c1.redis.pubsub_numsub(channel))[0][1] == 0:  # noqa: ASYNC110 - subscribed first
+            await asyncio.sleep(0.01)
+        pump1.give_back(wait1.served.pop())
+        await pump1.flush()
+        await asyncio.wait_for(heard.wait(), 5.0)  # announced to the other process
+        assert await pump2.fill() == 1 and len(wait2.served) == 1
+        await c1.step()
+        assert c1.views["b"].inflight == 1
+    finally:
+        listening.cancel()
+
+
+async def test_a_lease_nobody_takes_goes_back_at_once(
+    two: list[tuple[Coordinator, SlotPump, Waiting]],
+) -> None:
+    (c1, pump1, wait1), _ = two
+    wait1.tenants.append("t")
+    wait1.taking = False  # the waiter went away between the ask and the grant
+    assert await pump1.fill() == 0
+    assert pump1.counts.unused == 1 and pump1.ready == [] and c1.slots.held("b") == 0
+    await c1.step()
+    assert c1.views["b"].inflight == 0
