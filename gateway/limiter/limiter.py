@@ -17,6 +17,9 @@ Rules:
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - Every rise of the limit in force wakes whoever waits for capacity.
+- With shared state (several processes, one backend) one limiter, the leader's, ticks: it is also
+  given the other processes' finished requests (`record`) and the shared in-flight count at the
+  tick; the others `adopt` the limit it publishes and tick no algorithm of their own.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ class Limiter:
         self._kv = KVCeiling()
         self._preemptions = CounterDelta()
         self._engine_stats: EngineStats | None = None
+        self.on_sample: Callable[[Sample], None] | None = None
+        """Told of each request that finished well here (shared state sends them to the leader)."""
 
         self._ceiling = max_limit
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
@@ -152,6 +157,25 @@ class Limiter:
         self._evidence.finish(slot, sample)
         if sample is not None and sample.ok:
             self._kv.add_request(sample.prompt_tokens + sample.output_tokens)
+            if self.on_sample is not None:
+                self.on_sample(sample)
+
+    # -- shared state: another process's evidence, the leader's limit ------------------------------
+
+    def record(self, sample: Sample) -> None:
+        """A request another process finished on this backend: evidence like one of ours."""
+        self._evidence.finish(object(), sample)
+        if sample.ok:
+            self._kv.add_request(sample.prompt_tokens + sample.output_tokens)
+
+    def adopt(self, limit: int) -> None:
+        """Take the limit the backend's leader decided (clamped to this process's bounds)."""
+        new = clamp(limit, self._floor, self._max_limit)
+        if new != self._limit:
+            self._limit = new
+            self._last_change_at = self._clock()
+            self._evidence.start_epoch(self._last_change_at)
+        self._inflight.set_limit(min(self._limit, self._ceiling))
 
     # -- scrape loop --------------------------------------------------------------------------
 
@@ -182,9 +206,13 @@ class Limiter:
     def p90(self) -> dict[Signal, float]:
         return self._evidence.percentiles(self._evidence.live(), None, self._engine_stats).p90
 
-    def tick(self, queued: int) -> Decision:
-        """Run the algorithm once and apply its limit. Called by the control loop."""
+    def tick(self, queued: int, *, shared_inflight: int | None = None) -> Decision:
+        """Run the algorithm once and apply its limit. Called by the control loop.
+
+        `shared_inflight`: the backend's in-flight count across every process, when slots are
+        shared; it stands for this process's count in the peak and in the engine gap."""
         now = self._clock()
+        inflight = self.inflight if shared_inflight is None else shared_inflight
         self._refresh_ceiling()
         evidence = self._evidence
         live = evidence.live()
@@ -195,7 +223,7 @@ class Limiter:
             limit=self._limit,
             ceiling=self._ceiling,
             floor=self._floor,
-            peak_inflight=self._inflight.peak,
+            peak_inflight=max(self._inflight.peak, inflight),
             queued=queued,
             p90=p90,
             p50=p50,
@@ -210,7 +238,7 @@ class Limiter:
             delivered_tokens=float(evidence.take_delivered()),
             lumped_tokens=float(lumped),
             finished=finished,
-            outside_engine=None if self._engine_stats is None else self._engine_stats.outside(self.inflight),
+            outside_engine=None if self._engine_stats is None else self._engine_stats.outside(inflight),
             interval=now - self._last_tick_at,
         )
         self._last_tick_at = now

@@ -365,3 +365,32 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     clock.now = 103.0
     lim.tick(queued=0)
     assert [(o.delivered_tokens, o.interval) for o in algo.seen] == [(40.0, 1.0), (85.0, 2.0)]
+
+
+def test_other_processes_samples_and_shared_inflight_decide_the_leaders_tick() -> None:
+    lim, clock, _ = limiter(min_samples=4)
+    clock.now += 1
+    for _ in range(8):  # finished elsewhere: this process served none of them
+        lim.record(Sample(dispatched_at=clock.now - 0.5, e2e=0.5, ttft=0.5))
+    assert lim.inflight == 0 and lim.state()["samples"] == 8
+    d = lim.tick(queued=0, shared_inflight=8)  # the backend is full across processes: binding
+    assert (d.direction, d.limit) == (Direction.UP, 9)
+    clock.now += 1
+    for _ in range(8):
+        lim.record(Sample(dispatched_at=clock.now - 0.5, e2e=0.5, ttft=0.5))
+    assert lim.tick(queued=0).reason == "not_binding"  # this process alone holds nothing
+
+
+def test_a_follower_adopts_the_leaders_limit_within_its_bounds() -> None:
+    lim, clock, wake = limiter(max_limit=20)
+    samples = [Sample(dispatched_at=clock.now, e2e=0.5)]
+    lim.on_sample = samples.append
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2))
+    assert len(samples) == 2  # each finished request is handed on for the leader
+    wake.calls = 0
+    lim.adopt(12)
+    assert lim.limit == 12 and wake.calls == 1 and lim.last_change_at == clock.now
+    lim.adopt(500)
+    assert lim.limit == 20
+    lim.adopt(0)
+    assert lim.limit == 1
