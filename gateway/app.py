@@ -38,6 +38,7 @@ from gateway.upstream import Upstream
 
 if TYPE_CHECKING:
     from gateway.coordination.coordinator import Coordinator
+    from gateway.sharing import SharedAdmission
 
 log = logging.getLogger("gateway")
 
@@ -63,6 +64,7 @@ class Gateway:
         self.upstream = Upstream(config.timeouts, self.clock)
         self.stopping = False
         self.coordinator = self._make_coordinator()
+        self.sharing = self._share_slots()
         self.loops = Loops(
             self.pool,
             self.queues,
@@ -70,7 +72,7 @@ class Gateway:
             self.metrics,
             config=lambda: self.config,
             clock=self.clock,
-            coordinator=self.coordinator,
+            sharing=self.sharing,
         )
         self.reloader = Reloader(self, source)
         self.forwarder = Forwarder(
@@ -91,7 +93,7 @@ class Gateway:
         self.router = self._make_router()
         self.metrics.live.read_from(self)
         self.admin_state = AdminState(
-            self.pool, self.queues, clock=self.clock, coordinator=self.coordinator, batches=self.batches
+            self.pool, self.queues, clock=self.clock, coordinator=self.sharing, batches=self.batches
         )
 
     def _make_router(self) -> Router:
@@ -130,6 +132,16 @@ class Gateway:
             lease_seconds=state.lease_seconds,
             timeout=state.timeout,
         )
+
+    def _share_slots(self) -> SharedAdmission | None:
+        """With a Redis, the pool's slots are leases in it and one controller per backend decides
+        (gateway.sharing)."""
+        if self.coordinator is None:
+            return None
+        from gateway.sharing import SharedAdmission
+
+        weights = {t.name: t.weight for t in self.config.tenants}
+        return SharedAdmission(self.coordinator, self.pool, self.queues, weights, clock=self.clock)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -173,8 +185,8 @@ class Gateway:
         if self.batches is not None:
             await self.batches.stop()
         await self.loops.stop()
-        if self.coordinator is not None:
-            await self.coordinator.close()
+        if self.sharing is not None:
+            await self.sharing.close()  # gives back what ended, then closes the coordinator
         await self.upstream.close()
 
     def watch(self, backend: Backend) -> None:

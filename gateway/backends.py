@@ -33,6 +33,8 @@ from collections.abc import Collection, Iterable, Sequence
 
 from gateway import limits
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
+from gateway.coordination.pump import SlotPump
+from gateway.coordination.slots import Lease as SharedLease
 from gateway.limiter import Limiter, Slot
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
@@ -73,6 +75,9 @@ class Backend:
         self.prefix_hits = 0.0
         """vLLM's prefix-cache counters (tokens) accumulated since the gateway started watching."""
         self.background_inflight = 0
+        self.pump: SlotPump | None = None
+        """With shared state (state.redis_url): where this backend's slots come from, a lease in
+        Redis per request; the pool offers the backend only while the pump has one ready."""
         self._interactive_peak = SlidingMax(interactive_horizon)
         """Per-second highs of interactive requests in flight over the horizon."""
         self._interactive_high = 0
@@ -108,8 +113,27 @@ class Backend:
                     bound = kv
         return bound - reserve - self.background_inflight
 
+    def room(self, now: float, *, background: bool) -> int:
+        """Slots a request may take now: the limiter's room (a batch line's, see
+        `background_room`), and with shared slots no more than the leases ready for it."""
+        lim = self.limiter
+        room = self.background_room(now) if background else lim.limit - lim.inflight
+        pump = self.pump
+        if pump is None or room <= 0:
+            return room
+        if not pump.ready:
+            pump.nudge()  # a request wants a slot here: the pump asks Redis for one
+        return min(room, len(pump.ready))
+
     def lease(self, *, background: bool) -> Lease:
-        lease = Lease(self, self.limiter.acquire(), background)
+        slot = self.limiter.acquire()
+        shared = None
+        if self.pump is not None:
+            shared = self.pump.take()
+            if shared is None:
+                slot.release(None)
+                raise RuntimeError(f"no shared slot ready on {self.name}")
+        lease = Lease(self, slot, background, shared)
         if background:
             self.background_inflight += 1
         elif self.limiter.inflight - self.background_inflight > self._interactive_high:
@@ -197,18 +221,28 @@ def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Bac
 class Lease:
     """One dispatched request's hold on a backend slot. Released exactly once."""
 
-    __slots__ = ("backend", "background", "slot", "target")
+    __slots__ = ("backend", "background", "shared", "slot", "target")
 
-    def __init__(self, target: Backend, slot: Slot, background: bool = False) -> None:
+    def __init__(
+        self, target: Backend, slot: Slot, background: bool = False, shared: SharedLease | None = None
+    ) -> None:
         self.target = target
         self.slot = slot
         self.backend = target.name
         self.background = background
+        self.shared = shared
+        """The slot's lease in Redis, with shared state; released with the slot."""
 
     def release(self, sample: Sample | None) -> None:
+        shared, self.shared = self.shared, None  # given back once, even if called twice (a bug)
         if self.background:
             self.target.background_inflight -= 1
-        self.slot.release(sample)
+        try:
+            self.slot.release(sample)
+        finally:
+            pump = self.target.pump
+            if shared is not None and pump is not None:
+                pump.give_back(shared)
 
 
 class Pool:
@@ -248,8 +282,7 @@ class Pool:
             if model not in b.models or not b.in_rotation(now):
                 continue
             lim = b.limiter
-            room = b.background_room(now) if background else lim.limit - lim.inflight
-            is_open = room > 0 and b.name not in exclude
+            is_open = b.room(now, background=background) > 0 and b.name not in exclude
             any_open = any_open or is_open
             s = b.engine_stats
             loads.append(
@@ -281,12 +314,10 @@ class Pool:
 
     def has_room(self, model: str, *, background: bool = False) -> bool:
         """Some backend in rotation serving `model` has a free slot (for a batch line: one that
-        `Backend.background_room` leaves it)."""
+        `Backend.background_room` leaves it; with shared slots, a lease ready for it)."""
         now = self._clock()
         return any(
-            model in b.models
-            and b.in_rotation(now)
-            and (b.background_room(now) > 0 if background else b.limiter.has_room())
+            model in b.models and b.in_rotation(now) and b.room(now, background=background) > 0
             for b in self.backends
         )
 

@@ -7,8 +7,12 @@ Per backend, two loops:
   backend's models (batch lines included), then the backend's queues are woken, since batch lines
   may wait on a reserve that only time shrinks; every limit change is counted and logged.
 Both read the intervals from the current config at each turn, so a reload applies to the next one.
-Process-wide: the event-loop lag watch, and the coordination loop when state is shared through Redis.
-A backend added by a reload gets its loops (its first check at once); a removed one loses them.
+Process-wide: the event-loop lag watch, and when state is shared through Redis (gateway.sharing)
+its loops: coordination, release announcements, and per backend the slot pump and its releases.
+With shared state the control tick is the sharing's: the backend's leader ticks the limiter and
+publishes, the others adopt; and only the leader scrapes the engine's /metrics.
+A backend added by a reload gets its loops (its first check at once); a removed one loses them,
+except its shared-slot loops, which its running requests still give their leases back through.
 """
 
 from __future__ import annotations
@@ -26,14 +30,24 @@ from gateway.metrics import Metrics
 from gateway.model_queues import ModelQueues
 from gateway.monitor import BackendMonitor, stop_tasks
 from gateway.supervise import supervise
-from gateway.types import Clock, Direction
+from gateway.types import Clock, Decision, Direction
 from gateway.upstream import Upstream
 
 log = logging.getLogger("gateway")
 
 
-class Coordination(Protocol):
-    async def run(self) -> None: ...
+Loop = tuple[str, Callable[[], Awaitable[None]]]
+"""A background loop and what to call it in the logs."""
+
+
+class Sharing(Protocol):
+    def loops(self) -> list[Loop]: ...
+
+    def attach(self, backend: Backend) -> list[Loop]: ...
+
+    def scrapes(self, backend: Backend) -> bool: ...
+
+    async def tick(self, backend: Backend, queued: int) -> Decision | None: ...
 
 
 class Loops:
@@ -46,7 +60,7 @@ class Loops:
         *,
         config: Callable[[], GatewayConfig],
         clock: Clock,
-        coordinator: Coordination | None,
+        sharing: Sharing | None,
     ) -> None:
         """`config()` is the config in force, read at each turn of a loop."""
         self._pool = pool
@@ -55,7 +69,7 @@ class Loops:
         self._metrics = metrics
         self._config = config
         self._clock = clock
-        self._coordinator = coordinator
+        self._sharing = sharing
         self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         self._per_backend: dict[Backend, list[asyncio.Task[None]]] = {}
@@ -68,8 +82,8 @@ class Loops:
             self._watch(m, check_first=False)
         lag = partial(watch_loop_lag, self._metrics.requests.loop_lag.observe)
         self._tasks.append(self._supervised("event-loop lag watch", lag))
-        if self._coordinator is not None:
-            self._tasks.append(self._supervised("coordination", self._coordinator.run))
+        if self._sharing is not None:
+            self._tasks += [self._supervised(what, loop) for what, loop in self._sharing.loops()]
 
     async def stop(self) -> None:
         await stop_tasks([*self._tasks, *(t for ts in self._per_backend.values() for t in ts)])
@@ -78,8 +92,10 @@ class Loops:
 
     def watch(self, backend: Backend) -> None:
         """Start the loops of a backend added by a reload (nothing before start: start does it)."""
+        shared = self._sharing.attach(backend) if self._sharing is not None else []
         if self._started:
             self._watch(self._monitor(backend), check_first=True)
+            self._tasks += [self._supervised(what, loop) for what, loop in shared]
 
     def unwatch(self, backend: Backend) -> None:
         """Stop them for a backend a reload removed (its running requests finish regardless)."""
@@ -94,6 +110,7 @@ class Loops:
             clock=self._clock,
             timeout=timeout,
             on_available=self._queues.wake,
+            scrapes=None if self._sharing is None else self._sharing.scrapes,
         )
 
     def _watch(self, monitor: BackendMonitor, *, check_first: bool) -> None:
@@ -117,9 +134,13 @@ class Loops:
     async def _control_loop(self, backend: Backend) -> None:
         while True:
             await asyncio.sleep(self._config().controller.interval)
-            decision = backend.limiter.tick(self._queues.queued_for(backend))
+            queued = self._queues.queued_for(backend)
+            if self._sharing is None:
+                decision: Decision | None = backend.limiter.tick(queued)
+            else:  # one controller per backend across processes
+                decision = await self._sharing.tick(backend, queued)
             self._queues.wake(backend)
-            if decision.direction is Direction.HOLD:
+            if decision is None or decision.direction is Direction.HOLD:
                 continue
             self._metrics.controller.adjustments.labels(
                 backend.name, decision.direction.value, decision.reason

@@ -34,12 +34,15 @@ class BackendMonitor:
         clock: Clock,
         timeout: float,
         on_available: Callable[[Backend], None],
+        scrapes: Callable[[Backend], bool] | None = None,
     ) -> None:
         self.backend = backend
         self._session = session
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._on_available = on_available
+        self._scrapes = scrapes
+        """Whether to read /metrics now; with shared state only the backend's leader does."""
         self._previous: VllmScrape | None = None
 
     @property
@@ -78,6 +81,8 @@ class BackendMonitor:
                     raise ValueError(f"/v1/models answered {resp.status}")
                 data = orjson.loads(await resp.read())
             b.models = frozenset(m["id"] for m in data.get("data", []) if isinstance(m, dict))
+        if self._scrapes is not None and not self._scrapes(b):
+            return  # another process reads the engine's counters and shares them
         async with self._session.get(
             f"{b.url}/metrics", timeout=self._timeout, headers=self._headers
         ) as resp:

@@ -42,6 +42,10 @@ class BackgroundLane(Generic[L]):
     def depth(self) -> int:
         return self._fair.depth
 
+    def next_tenant(self) -> str | None:
+        entry = self._fair.peek()
+        return entry.tenant if entry is not None else None
+
     def set_weights(self, weights: Mapping[str, float]) -> None:
         self._fair.set_weights(weights)
 

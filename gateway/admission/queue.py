@@ -120,6 +120,12 @@ class AdmissionQueue(Generic[L]):
         """Dispatches per second while requests wait; None before it has been measured."""
         return self._drain.rate(self._clock())
 
+    def next_tenant(self) -> str | None:
+        """The tenant of the request the next free slot would go to (a batch line's when no
+        interactive request waits); None when nothing waits."""
+        entry = self._waiters.fair.peek()
+        return entry.tenant if entry is not None else self.background.next_tenant()
+
     def estimated_wait(self, tenant: str | None = None, priority: int = 0) -> float | None:
         """Seconds a request arriving now would wait; None when the drain rate is unknown."""
         fair = self._waiters.fair
