@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-slots bench-abuse bench-routing bench-batch bench-burst
+	bench-coordination bench-scaleout bench-slots bench-abuse bench-routing bench-batch bench-burst
 
 setup: $(STAMP)
 
@@ -157,6 +157,11 @@ bench-algorithms: setup
 # Cost of a shared slot: Redis lease acquire/release round trips against the in-process count.
 bench-coordination: setup redis
 	$(BIN)/python -m loadtests.bench_coordination
+
+# One gateway process against --workers 1 and --workers 2 sharing slots through Redis, interleaved.
+bench-scaleout: setup redis
+	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
+	$(BIN)/python -m loadtests.bench_scaleout $(DOCS_ARG)
 
 # Each attack of the hardening work against a real gateway (and, with ABUSE_ARGS='--compare
 # /path/to/other/checkout', another one side by side); prlimit (util-linux) sets the soft fd limit.

@@ -1,0 +1,224 @@
+"""What sharing admission through Redis costs and buys: one gateway process against two, one run.
+
+Three gateways in front of one `instant` simulator (near-zero step time, so the gateway is what is
+measured), each started once and measured in turn, interleaved A B C A B C ... over `--rounds`:
+- `1 process`: `serve` without a Redis (admission counted in the process);
+- `--workers 1 + Redis`: one process whose every slot is a lease in Redis;
+- `--workers 2 + Redis`: two processes on one port (SO_REUSEPORT) sharing the slots.
+Per round and gateway: wrk at concurrency 1 (P50 latency) and at concurrency 32 (requests/s),
+and the CPU seconds the gateway's processes (supervisor and workers) and redis-server spent per
+request at concurrency 32, from /proc. The limit (fixed, 4096) is above the load: this measures the
+cost of the path, not the controller. Printed: per gateway the median over rounds and the spread.
+
+Then how soon a request waiting in one process gets a slot freed in another (two coordinators with
+their own clients, a backend of limit 1): woken by the release's announcement (pub/sub), against
+the pump's poll alone (0.5 s), interleaved, `--wakes` times each; median and P90.
+
+    python -m loadtests.bench_scaleout [--rounds 5] [--seconds 4] [--docs docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from gateway.window import nearest_rank
+from loadtests.bench_proxy import spawn_sim, wrk
+from loadtests.doc_tables import write_block
+from tests.procs import Proc, free_port, spawn
+from tests.redis_server import RedisServer, running_redis
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of `pid` and, recursively, its children."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / TICK
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += cpu_seconds(int(child))
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
+def gateway(sim: Proc, redis: RedisServer | None, workers: int) -> Proc:
+    config: dict[str, object] = {
+        "listen": {"host": "127.0.0.1", "port": free_port()},
+        "backends": [{"url": sim.url, "name": "sim", "max_concurrency": 4096}],
+        "controller": {"algorithm": "fixed", "params": {"limit": 4096}},
+        "queue": {"max_depth": 8192},
+    }
+    if redis is not None:
+        config["state"] = {"redis_url": redis.url, "namespace": f"bench{workers}"}
+    fd, path = tempfile.mkstemp(suffix=".yaml", prefix="gateway-")
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(config, f)
+    listen = config["listen"]
+    assert isinstance(listen, dict)
+    base = f"http://127.0.0.1:{listen['port']}"
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", path, "--log-level", "warning"]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
+    try:
+        return spawn(cmd, f"{base}/health", 30.0, base_url=base)
+    finally:
+        os.unlink(path)
+
+
+async def wake_latency(redis: RedisServer, announced: bool, n: int) -> list[float]:
+    """Seconds from a release in one process to the hand-out in the other, `n` times."""
+    from gateway.coordination.connection import connect
+    from gateway.coordination.coordinator import Coordinator
+    from gateway.coordination.pump import SlotPump
+    from gateway.coordination.scripts import Keys
+    from gateway.coordination.wakeups import ReleaseListener
+
+    keys = Keys(f"wake-{announced}")
+    holder = Coordinator(connect(redis.url), ["b"], clock=time.monotonic, keys=keys)
+    waiter = Coordinator(connect(redis.url), ["b"], clock=time.monotonic, keys=keys)
+    await holder.step()
+    await waiter.step()
+    got = asyncio.Event()
+
+    class One:
+        wants = False
+
+        def next_tenant(self) -> str | None:
+            return "t" if self.wants else None
+
+        def room(self) -> int:
+            return 1
+
+        def hand_out(self) -> None:
+            lease = pump.take()
+            if lease is not None and self.wants:
+                self.wants = False
+                taken.append(lease)
+                got.set()
+
+    demand, taken = One(), []
+    pump = SlotPump("b", waiter.slots, demand, limit=lambda: 1, weight=lambda t: 1.0)
+    tasks = [asyncio.create_task(pump.run()), asyncio.create_task(pump.run_releases())]
+    if announced:
+        listener = ReleaseListener(waiter.redis, ["b"], lambda b: pump.nudge(), keys=keys)
+        tasks.append(asyncio.create_task(listener.run()))
+        while (await waiter.redis.pubsub_numsub(keys.released_channel("b")))[0][1] == 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    took = []
+    try:
+        for _ in range(n):
+            held = await holder.slots.try_acquire_fair("b", "t", 1, weight=1.0, waiting_seconds=1.0)
+            assert held is not None
+            got.clear()
+            demand.wants = True
+            pump.nudge()
+            await asyncio.sleep(0.05)  # the waiter was refused and sleeps until woken
+            started = time.perf_counter()
+            await holder.slots.release(held)
+            await got.wait()
+            took.append(time.perf_counter() - started)
+            pump.give_back(taken.pop())
+            await pump.flush()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await holder.close()
+        await waiter.close()
+    return took
+
+
+def spread(values: list[float], fmt: str) -> str:
+    return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--wakes", type=int, default=40)
+    parser.add_argument("--docs", type=Path, help="also write the table into this document's block")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is needed: apt-get install -y wrk (make bench-proxy installs it)")
+        return 2
+    names = ["1 process, no Redis", "--workers 1 + Redis", "--workers 2 + Redis"]
+    p50: dict[str, list[float]] = {n: [] for n in names}
+    rps: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
+    redis_cpu: dict[str, list[float]] = {n: [] for n in names}
+    with running_redis() as redis, spawn_sim() as sim:
+        gateways = {
+            names[0]: gateway(sim, None, 1),
+            names[1]: gateway(sim, redis, 1),
+            names[2]: gateway(sim, redis, 2),
+        }
+        try:
+            for gw in gateways.values():
+                wrk(gw.url, 32, 2)  # warm-up: connection pools, scripts loaded, code paths
+            for _ in range(args.rounds):
+                for name, gw in gateways.items():
+                    p50[name].append(wrk(gw.url, 1, args.seconds)[1])
+                    assert redis.pid is not None
+                    before, redis_before = cpu_seconds(gw.pid), cpu_seconds(redis.pid)
+                    rate, _ = wrk(gw.url, 32, args.seconds)
+                    requests = rate * round(args.seconds)
+                    rps[name].append(rate)
+                    cpu[name].append((cpu_seconds(gw.pid) - before) / requests)
+                    redis_cpu[name].append((cpu_seconds(redis.pid) - redis_before) / requests)
+        finally:
+            for gw in gateways.values():
+                gw.stop()
+    base = statistics.median(p50[names[0]])
+    one = statistics.median(rps[names[1]])
+    lines = [
+        "| gateway | P50 at concurrency 1 | added P50 | req/s at concurrency 32 | vs --workers 1 "
+        "| gateway CPU per request | redis-server CPU per request |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        lines.append(
+            f"| {name} | {spread([v * 1e3 for v in p50[name]], '.3f')} ms "
+            f"| {(statistics.median(p50[name]) - base) * 1e3:+.3f} ms "
+            f"| {spread(rps[name], ',.0f')} | {statistics.median(rps[name]) / one:.2f}x "
+            f"| {spread([v * 1e3 for v in cpu[name]], '.3f')} ms "
+            f"| {spread([v * 1e3 for v in redis_cpu[name]], '.3f')} ms |"
+        )
+    wakes: dict[bool, list[float]] = {True: [], False: []}
+    with running_redis() as redis:
+        for _ in range(2):
+            for announced in (True, False):
+                wakes[announced] += asyncio.run(wake_latency(redis, announced, args.wakes // 2))
+    lines += [
+        "",
+        "| a slot freed in another process reaches a waiting request | median | P90 |",
+        "|---|---|---|",
+    ]
+    for announced, label in (
+        (True, "announced (pub/sub), poll as safety net"),
+        (False, "poll alone (0.5 s)"),
+    ):
+        values = sorted(wakes[announced])
+        p90 = nearest_rank(values, 0.9) or 0.0
+        lines.append(f"| {label} | {statistics.median(values) * 1e3:.2f} ms | {p90 * 1e3:.2f} ms |")
+    table = "\n".join(lines)
+    print(table)
+    if args.docs is not None:
+        write_block(args.docs, "bench-scaleout", table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
