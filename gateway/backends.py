@@ -125,6 +125,11 @@ class Backend:
             pump.nudge()  # a request wants a slot here: the pump asks Redis for one
         return min(room, len(pump.ready))
 
+    def full(self) -> bool:
+        """No request can be admitted now: the limit is held here or, with shared slots, across
+        every process (Redis refused the last lease asked for)."""
+        return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
+
     def lease(self, *, background: bool) -> Lease:
         slot = self.limiter.acquire()
         shared = None
@@ -340,9 +345,7 @@ class Pool:
     def all_busy(self, model: str) -> bool:
         """True when no backend in rotation serving `model` has a free slot."""
         now = self._clock()
-        return not any(
-            model in b.models and b.in_rotation(now) and b.limiter.has_room() for b in self.backends
-        )
+        return not any(model in b.models and b.in_rotation(now) and not b.full() for b in self.backends)
 
     def last_in_rotation(self, backend: Backend) -> bool:
         """True when `backend` is the only one in rotation serving some model it serves."""

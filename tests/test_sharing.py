@@ -145,18 +145,27 @@ def test_replicas_together_never_pass_the_backends_limit(sim: Proc, redis: Redis
     gateways = replicas(sim, redis, "limit")
     try:
 
-        async def run() -> tuple[list[float], dict[str, Any]]:
+        async def exhausted(client: httpx.AsyncClient, until: float) -> list[bool]:
+            """Whether each replica says so while requests wait and the limit is held elsewhere."""
+            await asyncio.sleep(2.0)
+            states = [(await client.get(f"{gw.url}/admin/state")).json() for gw in gateways]
+            return [s["models"][MODEL]["capacity_exhausted"] for s in states]
+
+        async def run() -> tuple[list[float], dict[str, Any], list[bool]]:
             until = time.monotonic() + 4.0
             done: dict[str, Any] = {}
             async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as client:
                 loads = [closed_loop(client, gw.url, "key-light", 8, until, 30, done) for gw in gateways]
-                seen, *_ = await asyncio.gather(sample_engine(client, sim, until), *loads)
-            return seen, done
+                seen, said, *_ = await asyncio.gather(
+                    sample_engine(client, sim, until), exhausted(client, until), *loads
+                )
+            return seen, done, said
 
-        seen, done = asyncio.run(run())
+        seen, done, said = asyncio.run(run())
         assert max(seen) <= LIMIT, max(seen)
         assert max(seen) == LIMIT  # the limit was reached: the replicas were not starved
         assert set(done["key-light"]) == {200}, done
+        assert any(said), said  # gateway_capacity_exhausted: each holds < 4 here, but all 4 are taken
         settle(gateways, sim)
     finally:
         for gw in gateways:

@@ -96,6 +96,9 @@ class SlotPump:
         self._returning = asyncio.Event()
         self.stalled = False
         """The last fill got a lease nobody took: wait the poll before asking again."""
+        self.full = False
+        """Redis refused the last lease asked for (the limit is held across processes, or the
+        tenant holds its share): what the capacity-exhausted gauge reports with shared slots."""
 
     # -- synchronous side (the pool, the request path) ----------------------------------------------
 
@@ -140,6 +143,7 @@ class SlotPump:
                 weight=self._weight(tenant),
                 waiting_seconds=2 * self._poll,
             )
+            self.full = lease is None
             if lease is None:
                 self.counts.refused += 1
                 return handed
