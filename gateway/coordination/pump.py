@@ -15,9 +15,10 @@ When to ask again, rules and why:
   Asking on a timer alone would add up to a poll period to every queued request.
 - The poll (`poll` seconds, while requests wait) covers an announcement lost with a broken
   subscription and keeps this process's tenants marked as waiting across processes.
-- After a lease nobody took (the waiter left, or it is a batch line the pool keeps off the
+- After a lease nobody took while a request still waits (a batch line the pool keeps off the
   backend for now), wait the poll, not a wake-up: its own release would wake the pump at once and
-  it would take and return the same slot in a loop.
+  it would take and return the same slot in a loop. When nothing waits any more (the waiter left,
+  or another backend's pump served it first), wait to be woken as usual.
 
 Releases go out through one task per backend (`give_back` is synchronous: a request's `finally`
 cannot wait on Redis), in order, then wake the pump: the slot a request here just freed is offered
@@ -95,7 +96,7 @@ class SlotPump:
         self._returns: deque[Lease] = deque()
         self._returning = asyncio.Event()
         self.stalled = False
-        """The last fill got a lease nobody took: wait the poll before asking again."""
+        """The last fill got a lease a waiting request did not take: wait the poll before asking again."""
         self.full = False
         """Redis refused the last lease asked for (the limit is held across processes, or the
         tenant holds its share): what the capacity-exhausted gauge reports with shared slots."""
@@ -153,8 +154,9 @@ class SlotPump:
                 self._demand.hand_out()
             finally:
                 unused, self.ready = self.ready, []
-            if unused:  # the waiter went away, or the pool would not place it here (a batch line)
-                self.stalled = True
+            if unused:  # the waiter left, was served elsewhere, or is not placed here (a batch line)
+                # Only a waiter still there that would not take it makes asking again at once a loop.
+                self.stalled = self._demand.next_tenant() is not None
                 self.counts.unused += len(unused)
                 for lease in unused:
                     await self._release(lease)

@@ -27,6 +27,7 @@ class Waiting:
         self.tenants: list[str] = []
         self.served: list[Lease] = []
         self.taking = True
+        self.served_elsewhere = False
 
     def next_tenant(self) -> str | None:
         return self.tenants[0] if self.tenants else None
@@ -36,6 +37,8 @@ class Waiting:
 
     def hand_out(self) -> None:
         assert self.pump is not None
+        if self.served_elsewhere:  # another backend's pump gave the waiter its slot first
+            self.tenants.clear()
         while self.taking and self.tenants and (lease := self.pump.take()) is not None:
             self.tenants.pop(0)
             self.served.append(lease)
@@ -96,5 +99,17 @@ async def test_a_lease_nobody_takes_goes_back_at_once(
     wait1.taking = False  # the waiter went away between the ask and the grant
     assert await pump1.fill() == 0
     assert pump1.counts.unused == 1 and pump1.ready == [] and c1.slots.held("b") == 0
+    assert pump1.stalled  # the waiter is still there: asking again at once would loop
     await c1.step()
     assert c1.views["b"].inflight == 0
+
+
+async def test_a_lease_another_backend_served_first_does_not_stall_the_pump(
+    two: list[tuple[Coordinator, SlotPump, Waiting]],
+) -> None:
+    (c1, pump1, wait1), _ = two
+    wait1.tenants.append("t")
+    wait1.served_elsewhere = True
+    assert await pump1.fill() == 0
+    assert pump1.counts.unused == 1 and c1.slots.held("b") == 0
+    assert not pump1.stalled  # nothing waits: the next request wakes it at once
