@@ -41,6 +41,8 @@ Loop = tuple[str, Callable[[], Awaitable[None]]]
 
 
 class Sharing(Protocol):
+    async def start(self) -> None: ...
+
     def loops(self) -> list[Loop]: ...
 
     def attach(self, backend: Backend) -> list[Loop]: ...
@@ -80,6 +82,8 @@ class Loops:
         self._started = True
         for m in monitors:
             self._watch(m, check_first=False)
+        if self._sharing is not None:
+            await self._sharing.start()
         lag = partial(watch_loop_lag, self._metrics.requests.loop_lag.observe)
         self._tasks.append(self._supervised("event-loop lag watch", lag))
         if self._sharing is not None:

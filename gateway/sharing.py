@@ -180,6 +180,12 @@ class SharedAdmission:
         if pump is not None:
             pump.nudge()
 
+    async def start(self) -> None:
+        """Reach Redis once before serving: until a first renewal gets through, a process cannot
+        know how many others share the backends and would admit each whole limit by itself. If
+        Redis does not answer (within `state.timeout`) it serves in fallback and says so."""
+        await self.coordinator.step()
+
     def loops(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The background loops to run (and supervise) while the gateway serves."""
         out: list[tuple[str, Callable[[], Awaitable[None]]]] = [

@@ -8,7 +8,7 @@ replica killed with SIGKILL frees its slots within the lease time; Redis stopped
 again (the replicas fall back to a local share, say so, and share again); and two tenants flooding
 two different replicas get their weighted shares of the backend.
 
-Marked `slow`: real processes under load for a few seconds each, about 1.5 min together on the
+Marked `slow`: real processes under load for a few seconds each, about 2 min together on the
 2-core machine (each test starts its own replicas, so a killed or cut-off one cannot affect the next).
 """
 
@@ -332,9 +332,11 @@ def test_one_controller_decides_from_every_replicas_traffic(sim: Proc, redis: Re
         done = asyncio.run(run())
         assert set(done["key-light"]) == {200}
         ours = state(leader)["backends"][0]
-        assert ours["samples"] > 0  # the followers' finished requests reached it
-        assert ours["limit"] > 2  # queued requests elsewhere made the limit binding: it rose
-        assert state(leader)["models"].get(MODEL, {}).get("admitted_fast", 0) == 0
+        # It rose: aimd raises a limit only on `min_samples` finished requests since the last change
+        # and while the limit binds (in flight or queued). The leader served nothing itself (no
+        # queue for the model was ever made there): the evidence was the followers'.
+        assert ours["limit"] > 2
+        assert MODEL not in state(leader)["models"]
         deadline = time.monotonic() + 5.0
         while (limits := [state(gw)["backends"][0]["limit"] for gw in gateways]) != [ours["limit"]] * 3:
             assert time.monotonic() < deadline, limits  # the followers adopt the leader's limit
@@ -342,3 +344,60 @@ def test_one_controller_decides_from_every_replicas_traffic(sim: Proc, redis: Re
     finally:
         for gw in gateways:
             gw.stop()
+
+
+def test_two_backends_behind_replicas_of_two_workers_each(redis: RedisServer) -> None:
+    import sys
+    import tempfile
+
+    import redis as redis_client
+    import yaml
+
+    from tests.procs import free_port, spawn
+
+    def start(sims: list[Proc]) -> Proc:
+        port = free_port()
+        config = {
+            "listen": {"host": "127.0.0.1", "port": port},
+            "backends": [{"url": s.url, "name": f"sim{i}"} for i, s in enumerate(sims)],
+            "controller": {"algorithm": "fixed", "params": {"limit": 3}},
+            "queue": {"max_depth": 200, "timeout": 30},
+            "health": {"interval": 0.5},
+            "state": {"redis_url": redis.url, "lease_seconds": LEASE_SECONDS, "namespace": "two"},
+        }
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            yaml.safe_dump(config, f)
+        base = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", f.name, "--workers", "2"]
+        try:
+            return spawn([*cmd, "--log-level", "warning"], f"{base}/health", 30.0, base_url=base)
+        finally:
+            os.unlink(f.name)
+
+    with spawn_sim("--profile", "tiny-cpu") as a, spawn_sim("--profile", "tiny-cpu") as b:
+        sims = [a, b]
+        gateways = [start(sims), start(sims)]
+        direct = redis_client.Redis.from_url(redis.url, decode_responses=True)
+        try:
+
+            async def run() -> tuple[list[list[float]], dict[str, Any]]:
+                until = time.monotonic() + 4.0
+                done: dict[str, Any] = {}
+                async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as client:
+                    loads = [closed_loop(client, gw.url, "k", 10, until, 30, done) for gw in gateways]
+                    *seen, _, _ = await asyncio.gather(
+                        *(sample_engine(client, s, until) for s in sims), *loads
+                    )
+                return seen, done
+
+            seen, done = asyncio.run(run())
+            assert [max(s) for s in seen] == [3.0, 3.0], [max(s) for s in seen]  # full, never over
+            assert set(done["k"]) == {200}, done
+            deadline = time.monotonic() + 15
+            while direct.zcard("{two}:slots:sim0") + direct.zcard("{two}:slots:sim1") > 0:
+                assert time.monotonic() < deadline, "leases left after the load"
+                time.sleep(0.2)  # polling state in another process, bounded by the deadline
+        finally:
+            direct.close()
+            for gw in gateways:
+                gw.stop()
