@@ -5,8 +5,10 @@ simulated vLLM, with a fixed limit of 4. The backend's own count of the requests
 (`vllm:num_requests_running` + `waiting`, sampled while the load runs) is the judge of the shared
 in-flight count: it never passes the limit although each replica alone would admit 4. Then: a
 replica killed with SIGKILL frees its slots within the lease time; Redis stopped and started
-again (the replicas fall back to a local share, say so, and share again); and two tenants flooding
-two different replicas get their weighted shares of the backend.
+again (the replicas fall back to a local share, say so, and share again); two tenants flooding
+two different replicas get their weighted shares of the backend; one controller (the leader's)
+decides from the other replicas' traffic and they adopt its limit; and two backends behind two
+replicas of `--workers 2` each are each filled to their limit and never past it.
 
 Marked `slow`: real processes under load for a few seconds each, about 2 min together on the
 2-core machine (each test starts its own replicas, so a killed or cut-off one cannot affect the next).
