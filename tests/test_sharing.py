@@ -245,7 +245,9 @@ def test_redis_stopped_and_started_again(sim: Proc, redis: RedisServer) -> None:
                 ]
                 await asyncio.sleep(1.0)
                 redis.stop()
-                seen = await sample_engine(client, sim, time.monotonic() + 2.0)
+                stopped = time.monotonic()
+                seen = await sample_engine(client, sim, stopped + 1.0)
+                settled = await sample_engine(client, sim, stopped + 2.0)
                 during = [state(gw)["coordination"] for gw in gateways]
                 up = [_metric(gw, "gateway_coordination_up") for gw in gateways]
                 redis.start()
@@ -256,13 +258,16 @@ def test_redis_stopped_and_started_again(sim: Proc, redis: RedisServer) -> None:
                         break
                     await asyncio.sleep(0.1)
                 await asyncio.gather(*loads)
-            return seen, during, up, modes, done
+            return seen, settled, during, up, modes, done
 
-        seen, during, up, modes, done = asyncio.run(run())
+        seen, settled, during, up, modes, done = asyncio.run(run())
         assert [c["mode"] for c in during] == ["fallback"] * 3, during
         assert up == [0.0, 0.0, 0.0]
-        # Each replica admits up to 4 // 3 = 1 on its own: never unlimited, never stopped.
-        assert 0 < max(seen) <= LIMIT, seen
+        # Each replica admits up to 4 // 3 = 1 on its own: never unlimited, never stopped. While
+        # the requests admitted before the loss still run (30 tokens, well under a second), a
+        # replica that holds none of them may take its share beside them.
+        assert max(seen) <= LIMIT + 3 * (LIMIT // 3), seen
+        assert 0 < max(settled) <= 3 * (LIMIT // 3), settled
         assert modes == ["shared"] * 3
         assert set(done["key-light"]) == {200}, done
         settle(gateways, sim)

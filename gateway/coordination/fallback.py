@@ -9,6 +9,10 @@ how many others there are). The rules and why:
   backend split over the last count of live processes. Floor division, so the replicas together
   stay at or under the limit; at least one, so a backend is never stopped. Never unlimited: with
   no count known, the process counts itself alone against the limit it was given.
+- The share counts only this process's requests: the others' cannot be seen without Redis. So
+  while the requests admitted through Redis before the loss still run, a process holding fewer
+  than its share admits beside them, and the backend may hold up to the limit plus the shares;
+  waiting for the others to drain would stop a backend for as long as their longest request.
 - Leave only on a successful renewal, which also puts this process's running requests back into
   Redis (a rebuild without a restart); a single answered call says nothing about the next.
 """
