@@ -12,18 +12,7 @@ slot frees for the waiters allowed to go next) and asks the routing strategy (ga
 backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to
 restart, which tells the prefix index that its cache is gone.
 
-Batch lines (background leases) may hold at most `limit - reserve` slots of a backend, the reserve
-being the most interactive requests it had in flight over the last `interactive_horizon` seconds:
-a batch takes the capacity interactive traffic leaves, and an interactive request arriving at its
-usual rate finds a slot free instead of waiting for a batch line to end. While there is such
-traffic (a reserve above 0), the batch also stays within what the backend's KV cache holds less
-the reserve, counting every request at its full prompt + output (gateway.limiter.ceiling), and
-within the KV ceiling at the measured footprint, where the limit may be above either (the `sla`
-algorithm runs there when that pays). Past the footprint ceiling vLLM queues what it is sent, so
-an interactive request would wait in vLLM's queue behind batch lines; past the full-size one the
-requests outgrow the cache as they decode, and vLLM preempts the newest running request (often an
-interactive one, which then computes its prompt again). With no interactive traffic, the batch
-runs up to the limit, where vLLM's own queue keeps its KV cache full.
+Batch lines take only the room the interactive reserve leaves them (gateway.interactive_reserve).
 """
 
 from __future__ import annotations
@@ -34,16 +23,12 @@ from collections.abc import Collection, Iterable, Sequence
 from gateway import limits
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.coordination.pump import SlotPump
-from gateway.coordination.slots import Lease as SharedLease
+from gateway.coordination.slots import SlotLease
+from gateway.interactive_reserve import InteractiveReserve
 from gateway.limiter import Limiter, Slot
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
 from gateway.types import Clock, EngineStats, Sample
-from gateway.window import SlidingMax
-
-PEAK_GRAIN = 1.0
-"""Seconds per high of interactive requests in flight: the hot path keeps only a running max, and
-batch admissions roll it into the horizon's window once per this."""
 
 log = logging.getLogger("gateway.backends")
 
@@ -78,11 +63,7 @@ class Backend:
         self.pump: SlotPump | None = None
         """With shared state (state.redis_url): where this backend's slots come from, a lease in
         Redis per request; the pool offers the backend only while the pump has one ready."""
-        self._interactive_peak = SlidingMax(interactive_horizon)
-        """Per-second highs of interactive requests in flight over the horizon."""
-        self._interactive_high = 0
-        """The most interactive requests in flight since the last second was rolled in."""
-        self._rolled_at = -PEAK_GRAIN
+        self._reserve = InteractiveReserve(interactive_horizon)
         self._health = health
         self._clock = clock
 
@@ -97,21 +78,8 @@ class Backend:
         return self.healthy and now >= self.ejected_until
 
     def background_room(self, now: float) -> int:
-        """Slots a batch line may take: the limit (with interactive traffic, at most what the KV
-        cache holds, with requests at their full size) less the interactive reserve and the
-        batch's own lines."""
-        lim = self.limiter
-        if now - self._rolled_at >= PEAK_GRAIN:
-            self._interactive_peak.add(now, self._interactive_high)
-            self._interactive_high = lim.inflight - self.background_inflight
-            self._rolled_at = now
-        reserve = max(self._interactive_high, int(self._interactive_peak.value(now) or 0))
-        bound = lim.limit
-        if reserve:
-            for kv in (lim.kv_ceiling(), lim.whole_request_ceiling()):
-                if kv is not None and kv < bound:
-                    bound = kv
-        return bound - reserve - self.background_inflight
+        """Slots a batch line may take (`InteractiveReserve.background_room`)."""
+        return self._reserve.background_room(now, self.limiter, self.background_inflight)
 
     def room(self, now: float, *, background: bool) -> int:
         """Slots a request may take now: the limiter's room (a batch line's, see
@@ -141,8 +109,8 @@ class Backend:
         lease = Lease(self, slot, background, shared)
         if background:
             self.background_inflight += 1
-        elif self.limiter.inflight - self.background_inflight > self._interactive_high:
-            self._interactive_high = self.limiter.inflight - self.background_inflight
+        else:
+            self._reserve.admitted(self.limiter.inflight - self.background_inflight)
         return lease
 
     def record_success(self) -> None:
@@ -229,7 +197,7 @@ class Lease:
     __slots__ = ("backend", "background", "shared", "slot", "target")
 
     def __init__(
-        self, target: Backend, slot: Slot, background: bool = False, shared: SharedLease | None = None
+        self, target: Backend, slot: Slot, background: bool = False, shared: SlotLease | None = None
     ) -> None:
         self.target = target
         self.slot = slot

@@ -14,11 +14,8 @@ header size limit; these rules do (values in `ListenLimits`):
 - Head size. Bytes are counted before they reach the parser; past `max_header_bytes`, or past
   `max_headers` headers, the answer is 431. httptools accumulates each header by concatenation, so an
   unbounded header costs memory and quadratic time on the event loop: it must never be fed.
-- Connection cap. Past `max_connections` the connection idle the longest (no request in progress:
-  between requests, or still sending its head) is closed to make room, so a flood of idle
-  connections cannot lock clients out; with no idle one, the newcomer gets 503, told to come back
-  when a place should be free for it (`ConnectionAdvice`: from the rate connections close, spread
-  and jittered, so the refused do not all return in the same instant).
+- Connection cap. Past `max_connections` the connection idle the longest is closed to make room,
+  and with no idle one the newcomer gets 503 with a Retry-After (gateway.connection_cap).
 - Write timeout. uvicorn's `send` waits for the transport to drain once its buffer passes the high
   water mark. If a client reads nothing for `write_timeout`, the connection is aborted and the
   request's `receive` reports a disconnect, so the application stops, closes its upstream request and
@@ -40,11 +37,8 @@ import asyncio
 import contextlib
 import http
 import logging
-import random
 import socket
 import struct
-import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +47,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from gateway.connection_advice import ConnectionAdvice
+from gateway.connection_cap import Connections
 from gateway.errors import GatewayError
 from gateway.listen_config import ListenLimits
 
@@ -65,57 +59,6 @@ ABORT = "gateway.abort"
 
 class _TooManyHeaders(Exception):
     pass
-
-
-class Connections:
-    """The open connections of one server, and which of them are idle, oldest first."""
-
-    def __init__(
-        self,
-        max_connections: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.max_connections = max_connections
-        self._clock = clock
-        self.advice = ConnectionAdvice(now=clock(), rng=rng or random.Random())
-        self._open: set[GuardedProtocol] = set()
-        self._idle: OrderedDict[GuardedProtocol, None] = OrderedDict()
-        """The first key has been idle the longest (a linked list: O(1) at both ends)."""
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def admit(self, conn: GuardedProtocol) -> bool:
-        """Count a new connection, closing the longest idle one if at the cap; False: refuse it."""
-        if len(self._open) >= self.max_connections:
-            victim = next(iter(self._idle), None)
-            if victim is None:
-                return False
-            self.closed(victim)
-            victim.evict()
-        self._open.add(conn)
-        self._idle[conn] = None
-        return True
-
-    def busy(self, conn: GuardedProtocol) -> None:
-        self._idle.pop(conn, None)
-
-    def idle(self, conn: GuardedProtocol) -> None:
-        if conn in self._open:
-            self._idle[conn] = None
-            self._idle.move_to_end(conn)
-
-    def closed(self, conn: GuardedProtocol) -> None:
-        if conn in self._open:
-            self._open.remove(conn)
-            self._idle.pop(conn, None)
-            self.advice.closed(self._clock())
-
-    def retry_after(self) -> float:
-        """Seconds a client refused now should wait before it tries again."""
-        return self.advice.retry_after(self._clock())
 
 
 class _TimedFlowControl(FlowControl):

@@ -31,8 +31,9 @@ from typing import Any, Protocol
 import uvicorn
 
 from gateway.config import GatewayConfig
+from gateway.connection_cap import Connections
 from gateway.listen_config import ListenLimits
-from gateway.listener import Connections, GuardedProtocol
+from gateway.listener import GuardedProtocol
 
 log = logging.getLogger("gateway.server")
 

@@ -44,27 +44,7 @@ QUICK_SWEEP = (8, 16)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", nargs="*", default=None, help="names (default: all)")
-    parser.add_argument("--modes", nargs="*", default=None, help="e.g. direct fixed-16 sla")
-    parser.add_argument("--algorithms", nargs="*", default=["sla"])
-    parser.add_argument("--sweep", nargs="*", type=int, default=None)
-    parser.add_argument("--params", default=None, help="JSON params for the adaptive algorithm")
-    parser.add_argument(
-        "--controller", default=None, help='JSON controller settings, e.g. {"min_samples": 24}'
-    )
-    parser.add_argument("--quick", action="store_true", help="half-length runs, 3 fixed limits")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "scenarios")
-    parser.add_argument("--plots", choices=["adaptive", "all", "none"], default="all")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="runs per scenario (seeds SEED..SEED+N-1); report the spread",
-    )
-    parser.add_argument("--report-only", action="store_true", help="rebuild report.md from OUT/summary.json")
-    parser.add_argument("--docs", type=Path, help="also write the summary table into this document's block")
+    parser = _parser()
     args = parser.parse_args(argv)
 
     known = scenarios()
@@ -115,6 +95,31 @@ def main(argv: list[str] | None = None) -> int:
     results = write_report(by_scenario, args.out, "quick" if args.quick else "full", args.docs)
     print(f"\ntotal {time.perf_counter() - started:.0f} s; results in {args.out}")
     return 0 if all(ok for _, ok, _ in results) else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", nargs="*", default=None, help="names (default: all)")
+    parser.add_argument("--modes", nargs="*", default=None, help="e.g. direct fixed-16 sla")
+    parser.add_argument("--algorithms", nargs="*", default=["sla"])
+    parser.add_argument("--sweep", nargs="*", type=int, default=None)
+    parser.add_argument("--params", default=None, help="JSON params for the adaptive algorithm")
+    parser.add_argument(
+        "--controller", default=None, help='JSON controller settings, e.g. {"min_samples": 24}'
+    )
+    parser.add_argument("--quick", action="store_true", help="half-length runs, 3 fixed limits")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "scenarios")
+    parser.add_argument("--plots", choices=["adaptive", "all", "none"], default="all")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per scenario (seeds SEED..SEED+N-1); report the spread",
+    )
+    parser.add_argument("--report-only", action="store_true", help="rebuild report.md from OUT/summary.json")
+    parser.add_argument("--docs", type=Path, help="also write the summary table into this document's block")
+    return parser
 
 
 def write_decisions(data: RunData, path: Path) -> None:

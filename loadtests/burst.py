@@ -77,6 +77,40 @@ def _advice(headers: httpx2.Headers) -> float | None:
     return None
 
 
+class _Hooks:
+    """The SDK client's event hooks: every first attempt is held until all `n` are built, and every
+    attempt's status and retry advice go into `result`."""
+
+    def __init__(self, n: int, result: BurstResult) -> None:
+        self._n = n
+        self._result = result
+        self._gate = asyncio.Event()
+        self._waiting = 0
+        self.start = math.inf
+        """When every first attempt was let go."""
+
+    async def on_request(self, request: httpx2.Request) -> None:
+        # Every first attempt waits here until all n are built, so the burst lands at once
+        # instead of trickling out at the pace the client can build SDK requests.
+        if not self._gate.is_set():
+            self._waiting += 1
+            if self._waiting == self._n:
+                self.start = time.monotonic()
+                self._gate.set()
+            await self._gate.wait()
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        result = self._result
+        result.attempts += 1
+        result.statuses[response.status_code] += 1
+        if response.status_code in (429, 503):
+            advice = _advice(response.headers)
+            if advice is not None:
+                result.retry_after.append(advice)
+            if response.headers.get("x-should-retry") == "false":
+                result.told_not_to_retry += 1
+
+
 async def sdk_burst(
     base_url: str,
     n: int,
@@ -88,34 +122,10 @@ async def sdk_burst(
 ) -> BurstResult:
     """Send `n` chat completions at once through one SDK client with its default retries."""
     result = BurstResult(requests=n)
-    gate = asyncio.Event()
-    waiting = 0
-    start = math.inf
-
-    async def on_request(request: httpx2.Request) -> None:
-        # Every first attempt waits here until all n are built, so the burst lands at once
-        # instead of trickling out at the pace the client can build SDK requests.
-        nonlocal waiting, start
-        if not gate.is_set():
-            waiting += 1
-            if waiting == n:
-                start = time.monotonic()
-                gate.set()
-            await gate.wait()
-
-    async def on_response(response: httpx2.Response) -> None:
-        result.attempts += 1
-        result.statuses[response.status_code] += 1
-        if response.status_code in (429, 503):
-            advice = _advice(response.headers)
-            if advice is not None:
-                result.retry_after.append(advice)
-            if response.headers.get("x-should-retry") == "false":
-                result.told_not_to_retry += 1
-
+    hooks = _Hooks(n, result)
     http = openai.DefaultAioHttpClient(
         limits=httpx2.Limits(max_connections=n, max_keepalive_connections=n),
-        event_hooks={"request": [on_request], "response": [on_response]},
+        event_hooks={"request": [hooks.on_request], "response": [hooks.on_response]},
         timeout=request_timeout,
     )
     client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key=api_key, http_client=http)
@@ -133,12 +143,12 @@ async def sdk_burst(
             result.failures[type(exc).__name__] += 1
         else:
             result.served += 1
-            result.done_at.append(time.monotonic() - start)
+            result.done_at.append(time.monotonic() - hooks.start)
 
     try:
         await asyncio.gather(*(one(i) for i in range(n)))
     finally:
-        result.seconds = time.monotonic() - start
+        result.seconds = time.monotonic() - hooks.start
         await client.close()
     return result
 

@@ -14,8 +14,9 @@ import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
+from gateway.connection_cap import Connections
 from gateway.listen_config import ListenLimits
-from gateway.listener import Connections, GuardedProtocol
+from gateway.listener import GuardedProtocol
 from gateway.server import bind
 
 LIMITS = ListenLimits(header_timeout=5.0, max_header_bytes=1024, max_headers=10, max_connections=8)

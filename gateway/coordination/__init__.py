@@ -8,8 +8,8 @@ engine's stats from the leader's one scrape, the leases per tenant, and the rate
 The interface the limiter admits through (slots.py):
 
     class SlotBackend(Protocol):
-        async def try_acquire(self, backend: str, tenant: str, limit: int) -> Lease | None
-        async def release(self, lease: Lease) -> None          # exactly once per lease
+        async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None
+        async def release(self, lease: SlotLease) -> None       # exactly once per lease
         def held(self, backend: str) -> int                     # leases this process holds
 
 - `LocalSlots`: counts in this process; the behaviour of a gateway without shared state.

@@ -18,8 +18,9 @@ from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
-    """One granted slot. `id` is unique across processes: "<owner>#<sequence>"."""
+class SlotLease:
+    """One slot a `SlotBackend` granted, in this process or in Redis. `id` is unique across
+    processes: "<owner>#<sequence>"."""
 
     backend: str
     id: str
@@ -27,10 +28,10 @@ class Lease:
 
 
 class SlotBackend(Protocol):
-    async def try_acquire(self, backend: str, tenant: str, limit: int) -> Lease | None:
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
         """A lease when fewer than `limit` are held for `backend`, else None. Never waits for room."""
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: SlotLease) -> None:
         """Give `lease` back. Releasing one twice raises RuntimeError (a bug in the caller)."""
 
     def held(self, backend: str) -> int:
@@ -45,23 +46,23 @@ class LocalSlots:
         self._seq = 0
         self._held: dict[str, set[str]] = {}
 
-    async def try_acquire(self, backend: str, tenant: str, limit: int) -> Lease | None:
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
         return self.take(backend, tenant, limit)
 
-    def take(self, backend: str, tenant: str, limit: int) -> Lease | None:
+    def take(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
         """The synchronous form of try_acquire (the fallback uses it while Redis is away)."""
         held = self._held.setdefault(backend, set())
         if len(held) >= limit:
             return None
         self._seq += 1
-        lease = Lease(backend, f"{self._owner}#{self._seq}", tenant)
+        lease = SlotLease(backend, f"{self._owner}#{self._seq}", tenant)
         held.add(lease.id)
         return lease
 
-    async def release(self, lease: Lease) -> None:
+    async def release(self, lease: SlotLease) -> None:
         self.give_back(lease)
 
-    def give_back(self, lease: Lease) -> None:
+    def give_back(self, lease: SlotLease) -> None:
         held = self._held.get(lease.backend)
         if held is None or lease.id not in held:
             raise RuntimeError(f"lease {lease.id} released twice or never granted here")

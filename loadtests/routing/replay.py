@@ -120,6 +120,102 @@ def _prompt(body: dict[str, object], profile: Profile) -> tuple[int, list[int]]:
     return n, tokens.block_hashes(rendered, n, profile.block_size)
 
 
+class _Timeline:
+    """One replay's virtual timeline: the events in order, each backend's step in progress, and
+    what is measured inside the window."""
+
+    def __init__(
+        self, setup: Setup, profile: Profile, gateway: _Gateway, users: workloads.Workload, rng: random.Random
+    ) -> None:
+        self.setup = setup
+        self.profile = profile
+        self.gateway = gateway
+        self.engines = gateway.engines
+        self.users = users
+        self.rng = rng
+        self.start, self.end = setup.warmup, setup.warmup + setup.window
+        # Events: (virtual time, order, kind, who): kind 0 a user sends, 1 a backend's step ends.
+        self.events: list[tuple[float, int, int, int]] = []
+        self.order = 0
+        self.plans: list[StepPlan | None] = [None] * setup.backends
+        self.running: dict[tuple[int, int], _Request] = {}
+        self.done = 0
+        self.ttfts: list[float] = []
+        self.queries = self.hits = 0
+        self.inflight_sum = [0.0] * setup.backends
+
+    def push(self, at: float, kind: int, who: int) -> None:
+        self.order += 1
+        heapq.heappush(self.events, (at, self.order, kind, who))
+
+    def run(self) -> None:
+        """Play the events until the window ends."""
+        last = 0.0
+        while self.events:
+            now, _, kind, who = heapq.heappop(self.events)
+            if now > self.end:
+                break
+            if now > self.start:
+                for b, n in enumerate(self.gateway.inflight):
+                    self.inflight_sum[b] += n * (now - max(last, self.start))
+            last = now
+            if kind == 0:
+                self._send(who, now)
+            else:
+                self._step_ended(who, now)
+
+    def outcome(self) -> Outcome:
+        mean = statistics.fmean(self.inflight_sum)
+        return Outcome(
+            rps=self.done / self.setup.window,
+            ttft_p90=nearest_rank(sorted(self.ttfts), 0.9),
+            hit_rate=self.hits / self.queries if self.queries else None,
+            preemptions=sum(e.preemptions_total for e in self.engines),
+            hot_spot=max(self.inflight_sum) / mean if mean else None,
+        )
+
+    def _send(self, user: int, now: float) -> None:
+        body = orjson.loads(self.users.body(user))
+        n, hashes = _prompt(body, self.profile)
+        self.gateway.queue.append(_Request(user, RouteKey.from_body(body), n, hashes, now))
+        self._dispatch(now)
+
+    def _step_ended(self, b: int, now: float) -> None:
+        plan, self.plans[b] = self.plans[b], None
+        assert plan is not None
+        report = self.engines[b].complete(plan, now)
+        if now > self.start:
+            self.queries += report.prefix_queries
+            self.hits += report.prefix_hits
+        for seq in report.emitted:
+            if seq.num_output == 1 and now > self.start:
+                self.ttfts.append(now - self.running[(b, seq.uid)].sent)
+        for seq in report.finished:
+            request = self.running.pop((b, seq.uid))
+            self.gateway.inflight[b] -= 1
+            self.done += now > self.start
+            self.users.answered(request.user)
+            self.push(now + self.rng.expovariate(1 / self.users.think), 0, request.user)
+        self._dispatch(now)
+        self._step(b, now)
+
+    def _step(self, b: int, now: float) -> None:
+        engine = self.engines[b]
+        if self.plans[b] is None and engine.has_work:
+            plan = engine.schedule(now)
+            if not plan.empty:
+                self.plans[b] = plan
+                self.push(now + plan.duration, 1, b)
+
+    def _dispatch(self, now: float) -> None:
+        for b, request in self.gateway.dispatch():
+            seq: Sequence = self.engines[b].add(
+                request.tokens, request.hashes, now, max_tokens=self.setup.max_tokens, ignore_eos=True
+            )
+            self.running[(b, seq.uid)] = request
+            self._step(b, now)
+
+
 def replay(workload: str, strategy: str, kv_blocks: int, seed: int, setup: Setup = Setup()) -> Outcome:
     """One strategy on one workload with `kv_blocks` blocks of 16 tokens per backend."""
     profile = get_profile("llama3-8b-h100", num_gpu_blocks=kv_blocks, **STEP_TIMES)
@@ -128,79 +224,11 @@ def replay(workload: str, strategy: str, kv_blocks: int, seed: int, setup: Setup
     gateway = _Gateway(setup, chooser, engines, profile.kv_capacity_tokens, [0] * setup.backends)
     users = workloads.make(workload, "m", setup.users, setup.max_tokens, seed)
     rng = random.Random(seed)
-    start, end = setup.warmup, setup.warmup + setup.window
-    # Events: (virtual time, order, kind, who): kind 0 a user sends, 1 a backend's step ends.
-    events: list[tuple[float, int, int, int]] = []
-    order = 0
-    plans: list[StepPlan | None] = [None] * setup.backends
-    running: dict[tuple[int, int], _Request] = {}
-    done = 0
-    ttfts: list[float] = []
-    queries = hits = 0
-    inflight_sum = [0.0] * setup.backends
-
-    def push(at: float, kind: int, who: int) -> None:
-        nonlocal order
-        order += 1
-        heapq.heappush(events, (at, order, kind, who))
-
-    def step(b: int, now: float) -> None:
-        if plans[b] is None and engines[b].has_work:
-            plan = engines[b].schedule(now)
-            if not plan.empty:
-                plans[b] = plan
-                push(now + plan.duration, 1, b)
-
-    def dispatch(now: float) -> None:
-        for b, request in gateway.dispatch():
-            seq: Sequence = engines[b].add(
-                request.tokens, request.hashes, now, max_tokens=setup.max_tokens, ignore_eos=True
-            )
-            running[(b, seq.uid)] = request
-            step(b, now)
-
+    timeline = _Timeline(setup, profile, gateway, users, rng)
     for u in range(setup.users):
-        push(rng.uniform(0, users.think), 0, u)
-    last = 0.0
-    while events:
-        now, _, kind, who = heapq.heappop(events)
-        if now > end:
-            break
-        if now > start:
-            for b, n in enumerate(gateway.inflight):
-                inflight_sum[b] += n * (now - max(last, start))
-        last = now
-        if kind == 0:
-            body = orjson.loads(users.body(who))
-            n, hashes = _prompt(body, profile)
-            gateway.queue.append(_Request(who, RouteKey.from_body(body), n, hashes, now))
-            dispatch(now)
-            continue
-        plan, plans[who] = plans[who], None
-        assert plan is not None
-        report = engines[who].complete(plan, now)
-        if now > start:
-            queries += report.prefix_queries
-            hits += report.prefix_hits
-        for seq in report.emitted:
-            if seq.num_output == 1 and now > start:
-                ttfts.append(now - running[(who, seq.uid)].sent)
-        for seq in report.finished:
-            request = running.pop((who, seq.uid))
-            gateway.inflight[who] -= 1
-            done += now > start
-            users.answered(request.user)
-            push(now + rng.expovariate(1 / users.think), 0, request.user)
-        dispatch(now)
-        step(who, now)
-    mean = statistics.fmean(inflight_sum)
-    return Outcome(
-        rps=done / setup.window,
-        ttft_p90=nearest_rank(sorted(ttfts), 0.9),
-        hit_rate=hits / queries if queries else None,
-        preemptions=sum(e.preemptions_total for e in engines),
-        hot_spot=max(inflight_sum) / mean if mean else None,
-    )
+        timeline.push(rng.uniform(0, users.think), 0, u)
+    timeline.run()
+    return timeline.outcome()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -104,7 +104,6 @@ def summarize(data: RunData) -> dict[str, Any]:
     shed = [r for r in recs if r.outcome == "shed"]
     errors = [r for r in recs if r.outcome not in ("ok", "shed")]
     met = [r for r in served if meets(r)]
-    gateway = data.mode != "direct"
     out: dict[str, Any] = {
         "scenario": data.scenario.name,
         "mode": data.mode,
@@ -133,10 +132,24 @@ def summarize(data: RunData) -> dict[str, Any]:
         "wall_s": data.wall_s,
         "events": data.event_times,
     }
+    phases, converged = _phases(data, served)
+    out["phases"] = phases
+    known = [p["converge_s"] for p in phases]
+    out["converge_s"] = None if any(c is None for c in known) else max(known)
+    out["converged_p90_admitted_ttft"] = p90(r.attempt_ttft for r in converged)
+    out["converged_p90_ttft"] = p90(r.ttft for r in converged)
+    out["converged_p90_tpot"] = p90(r.tpot for r in converged)
+    if len({r.tenant for r in recs}) > 1:
+        out["tenants"] = _tenants(recs, served, met, duration)
+    return out
+
+
+def _phases(data: RunData, served: Sequence[Record]) -> tuple[list[dict[str, Any]], list[Record]]:
+    """Each phase's numbers, and the served requests admitted after their phase converged."""
+    adaptive = data.mode != "direct" and not data.mode.startswith("fixed-")
     phases = []
     converged: list[Record] = []
     for start, end, label in _phase_bounds(data):
-        adaptive = gateway and not data.mode.startswith("fixed-")
         conv = converge_time(data.ticks, start, end) if adaptive else 0.0
         in_phase = [r for r in served if start <= r.arrival < end]
         after = [r for r in served if conv is not None and start + conv <= admitted_at(r) < end]
@@ -151,30 +164,28 @@ def summarize(data: RunData) -> dict[str, Any]:
                 "goodput_rps": sum(1 for r in in_phase if meets(r)) / (end - start),
                 "p90_ttft": p90(r.ttft for r in in_phase),
                 "p90_tpot": p90(r.tpot for r in in_phase),
-                "recovery_s": recovery_time(recs, start, end),
+                "recovery_s": recovery_time(data.records, start, end),
             }
         )
-    out["phases"] = phases
-    known = [p["converge_s"] for p in phases]
-    out["converge_s"] = None if any(c is None for c in known) else max(known)
-    out["converged_p90_admitted_ttft"] = p90(r.attempt_ttft for r in converged)
-    out["converged_p90_ttft"] = p90(r.ttft for r in converged)
-    out["converged_p90_tpot"] = p90(r.tpot for r in converged)
-    tenants = sorted({r.tenant for r in recs})
-    if len(tenants) > 1:
-        # Shares count what was admitted while the load ran: in the drain after it, only retries
-        # are left, and the tenant with the most of them may take what no one else asks for.
-        during = [r for r in served if admitted_at(r) < duration]
-        out["tenants"] = {
-            name: {
-                "requests": sum(1 for r in recs if r.tenant == name),
-                "served": sum(1 for r in served if r.tenant == name),
-                "met": sum(1 for r in met if r.tenant == name),
-                "served_share": (sum(1 for r in during if r.tenant == name) / len(during) if during else 0.0),
-            }
-            for name in tenants
+    return phases, converged
+
+
+def _tenants(
+    recs: Sequence[Record], served: Sequence[Record], met: Sequence[Record], duration: float
+) -> dict[str, dict[str, Any]]:
+    """Per tenant: requests, served, met the SLA, and its share of what was served during the load."""
+    # Shares count what was admitted while the load ran: in the drain after it, only retries
+    # are left, and the tenant with the most of them may take what no one else asks for.
+    during = [r for r in served if admitted_at(r) < duration]
+    return {
+        name: {
+            "requests": sum(1 for r in recs if r.tenant == name),
+            "served": sum(1 for r in served if r.tenant == name),
+            "met": sum(1 for r in met if r.tenant == name),
+            "served_share": (sum(1 for r in during if r.tenant == name) / len(during) if during else 0.0),
         }
-    return out
+        for name in sorted({r.tenant for r in recs})
+    }
 
 
 def _count(items: Iterable[str | None]) -> dict[str, int]:

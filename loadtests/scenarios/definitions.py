@@ -123,18 +123,13 @@ def _tenant(name: str, key: str) -> Workload:
 
 
 def scenarios() -> dict[str, Scenario]:
-    c = CAPACITY_RPS
-    short = Workload(
-        prompt=lengths("lognormal:mean=60,sigma=0.6,max=400"),
-        output=lengths("lognormal:mean=24,sigma=0.6,max=128"),
-        tenant="short",
-    )
-    long = Workload(
-        prompt=lengths("lognormal:mean=550,sigma=0.3,max=720"),
-        output=lengths("lognormal:mean=180,sigma=0.3,max=280"),
-        tenant="long",
-    )
-    items = (
+    """Scenarios (a)-(f) by name, in that order."""
+    return {s.name: s for s in (*_capacity_scenarios(CAPACITY_RPS), *_mix_scenarios(CAPACITY_RPS))}
+
+
+def _capacity_scenarios(c: float) -> tuple[Scenario, ...]:
+    """(a)-(d): the standard workload in overload, through a capacity drop, a dead backend and a burst."""
+    return (
         Scenario(
             "a-overload",
             "(a) steady overload at 3x capacity",
@@ -170,6 +165,22 @@ def scenarios() -> dict[str, Scenario]:
             (Stream(STANDARD, "burst", count=5000),),
             drain=0.0,
         ),
+    )
+
+
+def _mix_scenarios(c: float) -> tuple[Scenario, ...]:
+    """(e)-(f): workloads of different sizes side by side, and tenants side by side."""
+    short = Workload(
+        prompt=lengths("lognormal:mean=60,sigma=0.6,max=400"),
+        output=lengths("lognormal:mean=24,sigma=0.6,max=128"),
+        tenant="short",
+    )
+    long = Workload(
+        prompt=lengths("lognormal:mean=550,sigma=0.3,max=720"),
+        output=lengths("lognormal:mean=180,sigma=0.3,max=280"),
+        tenant="long",
+    )
+    return (
         Scenario(
             "e-mix",
             "(e) mix of short and long prompts and outputs",
@@ -190,7 +201,6 @@ def scenarios() -> dict[str, Scenario]:
             ),
         ),
     )
-    return {s.name: s for s in items}
 
 
 def modes(algorithms: tuple[str, ...] = ("sla",), sweep: tuple[int, ...] = FIXED_SWEEP) -> list[str]:

@@ -175,69 +175,76 @@ def _check_run(name: str, rows: Sequence[dict[str, Any]]) -> list[tuple[str, boo
     for r in rows:
         if r["mode"] not in ADAPTIVE:
             continue
-        mode = r["mode"]
         if best is not None:
-            ratio = r["goodput_rps"] / best["goodput_rps"] if best["goodput_rps"] else 1.0
-            results.append(
-                (
-                    f"{name} [{mode}] goodput >= 95% of best fixed",
-                    ratio >= 0.95,
-                    f"{r['goodput_rps']:.1f} vs {best['goodput_rps']:.1f} r/s ({best['mode']}): "
-                    f"{100 * ratio:.0f}%",
-                )
-            )
-        ttft, tpot = r["converged_p90_admitted_ttft"], r["converged_p90_tpot"]
-        ok = ttft is not None and ttft <= 1.1 * SLA_TTFT and (tpot is None or tpot <= 1.1 * SLA_TPOT)
-        results.append(
-            (
-                f"{name} [{mode}] admitted P90 within SLA+10% once converged",
-                ok,
-                f"TTFT {_f(ttft)} s (<= {1.1 * SLA_TTFT:.2f}), TPOT "
-                f"{_f(None if tpot is None else 1000 * tpot, 1)} ms (<= {1100 * SLA_TPOT:.0f}); "
-                f"converged after {_f(r['converge_s'], 1)} s",
-            )
-        )
+            results.append(_goodput_check(name, r, best))
+        results.append(_converged_check(name, r))
         if name.startswith("b-"):
-            rec = r["phases"][1]["recovery_s"]
-            results.append(
-                (
-                    f"{name} [{mode}] back under SLA within {RECOVERY_LIMIT_S:.0f} s after halving",
-                    rec is not None and rec <= RECOVERY_LIMIT_S,
-                    f"recovered after {_f(rec, 1)} s",
-                )
-            )
+            results.append(_recovery_check(name, r))
         if name.startswith("d-"):
-            answered = r["served"] + r["shed_with_retry_after"]
-            rss, idle = r["peak_rss_mb"], r["idle_after_s"]
-            ok = (
-                answered == r["requests"]
-                and r["errors"] == 0
-                and rss is not None
-                and rss < RSS_LIMIT_MB
-                and idle is not None
-            )
-            results.append(
-                (
-                    f"{name} [{mode}] burst answered, no errors, RSS < 300 MB, idle after",
-                    ok,
-                    f"{answered}/{r['requests']} answered ({r['served']} served, "
-                    f"{r['shed_with_retry_after']} shed with Retry-After), {r['errors']} errors, "
-                    f"peak RSS {_f(rss, 0)} MB, idle {_f(idle, 1)} s after",
-                )
-            )
+            results.append(_burst_check(name, r))
         if name.startswith("f-") and "tenants" in r:
-            flood = r["tenants"].get("flood", {})
-            share = flood.get("served_share", 0.0)
-            results.append(
-                (
-                    f"{name} [{mode}] flooding tenant held to its share (50%)",
-                    share <= 0.5 * FAIR_TOLERANCE,
-                    f"flood got {100 * share:.0f}% of requests served while the load ran "
-                    f"(interactive: {r['tenants'].get('interactive', {}).get('served', 0)} served, "
-                    f"{r['tenants'].get('interactive', {}).get('requests', 0)} asked)",
-                )
-            )
+            results.append(_fairness_check(name, r))
     return results
+
+
+def _goodput_check(name: str, r: dict[str, Any], best: dict[str, Any]) -> tuple[str, bool, str]:
+    ratio = r["goodput_rps"] / best["goodput_rps"] if best["goodput_rps"] else 1.0
+    return (
+        f"{name} [{r['mode']}] goodput >= 95% of best fixed",
+        ratio >= 0.95,
+        f"{r['goodput_rps']:.1f} vs {best['goodput_rps']:.1f} r/s ({best['mode']}): {100 * ratio:.0f}%",
+    )
+
+
+def _converged_check(name: str, r: dict[str, Any]) -> tuple[str, bool, str]:
+    ttft, tpot = r["converged_p90_admitted_ttft"], r["converged_p90_tpot"]
+    ok = ttft is not None and ttft <= 1.1 * SLA_TTFT and (tpot is None or tpot <= 1.1 * SLA_TPOT)
+    return (
+        f"{name} [{r['mode']}] admitted P90 within SLA+10% once converged",
+        ok,
+        f"TTFT {_f(ttft)} s (<= {1.1 * SLA_TTFT:.2f}), TPOT "
+        f"{_f(None if tpot is None else 1000 * tpot, 1)} ms (<= {1100 * SLA_TPOT:.0f}); "
+        f"converged after {_f(r['converge_s'], 1)} s",
+    )
+
+
+def _recovery_check(name: str, r: dict[str, Any]) -> tuple[str, bool, str]:
+    rec = r["phases"][1]["recovery_s"]
+    return (
+        f"{name} [{r['mode']}] back under SLA within {RECOVERY_LIMIT_S:.0f} s after halving",
+        rec is not None and rec <= RECOVERY_LIMIT_S,
+        f"recovered after {_f(rec, 1)} s",
+    )
+
+
+def _burst_check(name: str, r: dict[str, Any]) -> tuple[str, bool, str]:
+    answered = r["served"] + r["shed_with_retry_after"]
+    rss, idle = r["peak_rss_mb"], r["idle_after_s"]
+    ok = (
+        answered == r["requests"]
+        and r["errors"] == 0
+        and rss is not None
+        and rss < RSS_LIMIT_MB
+        and idle is not None
+    )
+    return (
+        f"{name} [{r['mode']}] burst answered, no errors, RSS < 300 MB, idle after",
+        ok,
+        f"{answered}/{r['requests']} answered ({r['served']} served, "
+        f"{r['shed_with_retry_after']} shed with Retry-After), {r['errors']} errors, "
+        f"peak RSS {_f(rss, 0)} MB, idle {_f(idle, 1)} s after",
+    )
+
+
+def _fairness_check(name: str, r: dict[str, Any]) -> tuple[str, bool, str]:
+    share = r["tenants"].get("flood", {}).get("served_share", 0.0)
+    interactive = r["tenants"].get("interactive", {})
+    return (
+        f"{name} [{r['mode']}] flooding tenant held to its share (50%)",
+        share <= 0.5 * FAIR_TOLERANCE,
+        f"flood got {100 * share:.0f}% of requests served while the load ran "
+        f"(interactive: {interactive.get('served', 0)} served, {interactive.get('requests', 0)} asked)",
+    )
 
 
 def single_fixed_check(by_scenario: dict[str, list[dict[str, Any]]]) -> list[str]:
