@@ -2,9 +2,12 @@
 above: a batch tenant that sent `x-priority: 1000` used to be served before the priority-1 tenant.
 
 One slot (a fixed limit of 1) held by a long request; four requests queue behind it in a known
-order; the order in which they are then served is the order of their priorities. Each queued request
-generates 32 tokens, so consecutive answers arrive a whole generation apart and the order in which
-the client threads see them is the order of service (at 4 tokens a busy machine reordered them).
+order; the order in which they are then served is the order of their priorities. The order of
+service is read from the gateway, not from when the client threads see the answers (a busy machine
+can delay a thread by more than a generation): each request arrived between its send and the moment
+the test saw the queue grow, and its answer says how long it waited there, so it left the queue at
+its arrival plus the wait, to within half a look at the queue; each queued request generates 32
+tokens, so consecutive requests leave it a whole generation apart.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def wait_for(gw: Proc, want: tuple[int, int]) -> None:
 
 
 def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gateway: Proc) -> None:
-    served: list[str] = []
+    waited: dict[str, float] = {}
 
     def send(label: str, key: str, priority: str | None, max_tokens: int) -> None:
         headers = {"authorization": f"Bearer {key}"}
@@ -62,7 +65,7 @@ def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gatewa
         body = {"model": "tiny-llama", "prompt": "x", "max_tokens": max_tokens, "ignore_eos": True}
         resp = httpx.post(f"{gateway.url}/v1/completions", json=body, headers=headers, timeout=60)
         assert resp.status_code == 200, resp.text
-        served.append(label)
+        waited[label] = float(resp.headers["x-gateway-queue-wait"])
 
     threads: list[threading.Thread] = []
 
@@ -71,6 +74,7 @@ def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gatewa
         thread.start()
         threads.append(thread)
 
+    arrived: dict[str, float] = {"blocker": time.monotonic()}
     start("blocker", "gold-key", None, max_tokens=800)
     wait_for(gateway, (1, 0))
     for queued, (label, key, priority) in enumerate(
@@ -82,8 +86,11 @@ def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gatewa
         ],
         start=1,
     ):
+        sent = time.monotonic()
         start(label, key, priority)
         wait_for(gateway, (1, queued))
+        arrived[label] = (sent + time.monotonic()) / 2  # between the send and the queue's growth
     for thread in threads:
         thread.join(60)
+    served = sorted(waited, key=lambda label: arrived[label] + waited[label])
     assert served == ["blocker", "flex asking 1000", "gold", "batch asking 1000", "gold lowered to -5"]
