@@ -150,6 +150,9 @@ class Observation:
     waiting (`EngineStats.outside`); None without such a scrape."""
     interval: float = 0.0
     """Seconds since the previous tick (0 at the first)."""
+    kv_fits: int | None = None
+    """Requests of the current mix the backend's KV cache holds at once (gateway.limiter.ceiling's
+    KV ceiling, whether or not the algorithm is bounded by it); None before the engine said."""
 
 
 class Direction(StrEnum):

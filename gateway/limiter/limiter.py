@@ -240,6 +240,7 @@ class Limiter:
             finished=finished,
             outside_engine=None if self._engine_stats is None else self._engine_stats.outside(inflight),
             interval=now - self._last_tick_at,
+            kv_fits=self._kv.kv_ceiling(),
         )
         self._last_tick_at = now
         decision = self.algorithm.update(obs)

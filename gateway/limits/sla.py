@@ -22,9 +22,10 @@ gateway.limits.sla_params with their defaults):
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), sqrt L))  probe
     r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
-Throughput climb (SLA infeasible): probe L <- L + max(s, q L); after `probe_dwell` seconds measured
-since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a step that
-gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
+Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K, the requests the KV
+cache holds, when K is above that and no limit as high was measured lately; after `probe_dwell`
+seconds measured since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a
+step that gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
 with the most throughput. Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
@@ -32,7 +33,10 @@ Why each rule:
   periods and traffic that bypasses the gateway cannot move it.
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine;
   the limit goes where it delivered most and keeps probing upward, since latency is missed anyway
-  and throughput is all that is left to win.
+  and throughput is all that is left to win. A batching engine's rate rises with its batch until
+  the KV cache is full, so the first probe goes there at once rather than in steps of q L, each of
+  which costs a settle and a dwell (a minute from a cut limit on a real engine); a jump kept does
+  not double the next step, which would overshoot by twice the cache.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
   (at least the median e2e) would act on the same evidence again and cascade to the floor.
 - Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1;
@@ -71,6 +75,7 @@ from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target
 from gateway.limits.sla_floor import along_the_limit, outside_engine
 from gateway.limits.sla_params import SLAParams
+from gateway.limits.sla_steps import growth, kv_jump, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
@@ -87,6 +92,7 @@ class SLALimit:
         self._next_probe_at = -math.inf
         self._failures = 0  # probes undone in a row: the wait before the next doubles with each
         self._step = 0  # the next throughput probe's step after one gained in proportion (slow start)
+        self._jumped = False  # the throughput probe being measured went straight to what the KV cache holds
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._outside_since: float | None = None  # since when the front end's delay is over target
@@ -175,7 +181,7 @@ class SLALimit:
             how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
         elif r <= 1.0 + 2.0 * self.params.probe_gain:
             # Just over: a step past the knee, not lost capacity; one probe step back.
-            wanted = max(limit / r, limit - self._step_size(limit, self.params.probe_gain))
+            wanted = max(limit / r, limit - step_size(limit, self.params.probe_gain))
             how = f"{limit} / {r:.2f}, at most one step"
         else:
             wanted = limit / r
@@ -236,44 +242,16 @@ class SLALimit:
             and self._gains(best, here)
         ):
             self._probe_failed(obs)
-            lower = max(best.limit, limit - self._step_size(limit, self.params.probe_gain))
+            lower = max(best.limit, limit - step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", compare(best, here))
         if r < self.params.increase_below and self._may_grow(obs):
-            step, why = self._growth(obs, r)
+            step, why = growth(obs, r, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._failures = 0  # the previous step held
                 return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {r:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
-
-    def _growth(self, obs: Observation, r: float) -> tuple[int, str]:
-        """How far to grow: fast while no knee is known above, one proportional step near it."""
-        p, limit = self.params, obs.limit
-        fresh = self.ledger.fresh(obs.now)
-        knee = min(
-            (
-                e.limit
-                for e in fresh
-                if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below
-            ),
-            default=None,
-        )
-        seen = self._knee
-        near = seen is not None and seen[0] >= limit and obs.now - seen[1] <= p.knee_memory
-        room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
-        if knee is None and not near:
-            step = max(self._step_size(limit, p.probe_gain), min(room, math.ceil(math.sqrt(limit))))
-            why = "toward the band"
-        else:
-            step = max(1, min(room, self._step_size(limit, p.probe_gain)))
-            if knee is not None:
-                step = min(step, knee - 1 - limit)
-            why = f"near {knee or (seen and seen[0])}, measured at or over {p.increase_below:g}"
-        held = held_outside(fresh, obs.limit, p.hidden_share, p.min_gain)
-        if held is not None:
-            return 0, held
-        return min(step, obs.ceiling - limit), why
 
     def _climb_rate(self, obs: Observation) -> Decision:
         """Latency cannot be met: probe upward and keep a step only if the rate rose clearly."""
@@ -287,9 +265,13 @@ class SLALimit:
                 self._next_probe_at = now + self.params.probe_every
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_grow(obs):
-                step = max(self._step, self._step_size(limit, self.params.rate_probe_gain))
+                step = max(self._step, step_size(limit, self.params.rate_probe_gain))
+                jump = kv_jump(obs, step, self.ledger.fresh(now, self.params.probe_dwell))
+                self._jumped = jump is not None
                 self._probe_from = limit
-                return decide(obs, min(obs.ceiling, limit + step), "probe", f"trying {limit + step}")
+                target = min(obs.ceiling, jump or limit + step)
+                why = f"to {target}, what the KV cache holds" if self._jumped else f"trying {target}"
+                return decide(obs, target, "probe", why)
             return decide(obs, limit, "steady", "holding the limit with the most throughput")
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
@@ -309,7 +291,7 @@ class SLALimit:
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
-            self._step = 2 * (limit - self._probe_from) if strong else 0
+            self._step = 2 * (limit - self._probe_from) if strong and not self._jumped else 0
             self._probe_from, self._failures = None, 0
             return decide(obs, limit, "probe", "" if start is None else compare(here, start))
         back, self._probe_from, self._step = self._probe_from, None, 0
@@ -337,10 +319,6 @@ class SLALimit:
             and obs.now >= self._next_probe_at
             and obs.limit < obs.ceiling
         )
-
-    @staticmethod
-    def _step_size(limit: int, gain: float) -> int:
-        return max(1, round(gain * limit))
 
     def _gains(self, a: Entry, b: Entry | None) -> bool:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)

@@ -9,14 +9,15 @@ workload's repetitions run back to back so that its unloaded latency (measured f
 loaded latency (the first direct run), which set the SLA levels, are from the same minutes.
 Direct runs first in every repetition, so the levels are known before any adaptive run needs them.
 
-The fixed limits are multiples of the engine's KV knee, by default the knee and twice it: the knee
-is the concurrency at which the workload's requests fill the KV cache (capacity / tokens per
-request, the shared prefix counted once), capped at the engine's `max_num_seqs`; twice it shows
-whether throughput still rises past the knee (preemptions and all). Two limits, not a finer sweep,
-keep the default matrix to about an hour and a half with runs long enough for a controller to
-converge from its initial limit. A `tight` level binds below the knee where latency rises well
-before the KV cache fills (TPOT with a handful of sequences in the batch); a factor under 1 adds
-a fixed limit there, so that the level has a fixed reference to be judged against.
+The fixed limits are multiples of the engine's KV knee, by default a quarter of the knee, the knee
+and twice it: the knee is the concurrency at which the workload's requests fill the KV cache
+(capacity / tokens per request, the shared prefix counted once), capped at the engine's
+`max_num_seqs`; twice it shows whether throughput still rises past the knee (preemptions and all);
+a `tight` level binds below the knee where latency rises well before the KV cache fills (TPOT with
+a handful of sequences in the batch), and a quarter of it gives that level a fixed reference to be
+judged against (without one, a cell the controller met was judged as one nothing can meet). Three
+limits, not a finer sweep, keep the default matrix under two hours with runs long enough for a
+controller to converge from its initial limit.
 
 `estimate_s` is the wall time a plan will take, printed before it starts: each run's load plus the
 drain of its last streams and the start of a gateway and the engine going idle, which the
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from loadtests.controller.matrix import Level, Workload
 
-FIXED_FACTORS = (1.0, 2.0)
+FIXED_FACTORS = (0.25, 1.0, 2.0)
 RUN_OVERHEAD_S = 4.0
 """A gateway's start and the wait for the engine to be idle, per run (measured)."""
 DRAIN_SHARE = 0.25

@@ -1,22 +1,22 @@
 """The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
-       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 1,2] [--algorithm sla] [--quick]
-       [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
+       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla]
+       [--quick] [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
-Per workload: its unloaded latency first (one client straight at the engine); then the
-repetitions, each running every mode once (loadtests.controller.plan): direct, the fixed limits at
-the KV knee and twice it, the adaptive controller once per level, a fresh gateway per mode. The
-first direct run's P90s are the loaded latency; with the unloaded ones they set each level's
-targets (loadtests.controller.matrix) before any gateway run. Every run's per-request records are
-judged against every level afterwards, so direct and fixed runs serve all levels. Every mode gets
-the same warm-up and window, long enough for an adaptive controller to converge from the initial
-limit of a freshly started gateway; the estimated wall time is printed before the first run. At
-the end: the levels' targets with the P90s that set them, one table row per cell with its verdict
-(loadtests.controller.verdict) and one per mode, printed and written to DIR/report.md; DIR/raw/
-holds one JSON per run (records, /admin/state samples, summary) and DIR/summary.json the
-summaries, the targets and the P90s. `--rejudge` writes the report again from
-DIR/summary.json with the current verdict rules, without running anything.
+Per workload: its unloaded latency first (one client straight at the engine); then the repetitions,
+each running every mode once (loadtests.controller.plan): direct, the fixed limits at a quarter of
+the KV knee, the knee and twice it, the adaptive controller once per level, a fresh gateway per
+mode. The first direct run's P90s are the loaded latency; with the unloaded ones they set each
+level's targets (loadtests.controller.matrix) before any gateway run. Every run's per-request
+records are judged against every level afterwards, so direct and fixed runs serve all levels. Every
+mode gets the same warm-up and window, long enough for an adaptive controller to converge from the
+initial limit of a freshly started gateway; the estimated wall time is printed before the first
+run. At the end: the levels' targets with the P90s that set them, one table row per cell with its
+verdict (loadtests.controller.verdict) and one per mode, printed and written to DIR/report.md;
+DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and DIR/summary.json the
+summaries, the targets and the P90s. `--rejudge` writes the report again from DIR/summary.json with
+the current verdict rules, without running anything.
 
 Without --engine-url the engine is started from VLLM_VENV on a free port and stopped by its pid at
 the end. The measuring client is this process; its CPU share is in the table (it must stay well
@@ -134,7 +134,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--fixed-factors",
         type=lambda text: [float(f) for f in text.split(",") if f],
         default=list(plan.FIXED_FACTORS),
-        help="fixed limits as multiples of the KV knee (default 1,2)",
+        help="fixed limits as multiples of the KV knee (default 0.25,1,2)",
     )
     parser.add_argument("--max-num-seqs", type=int, default=32, help="the engine's (sizes the fixed sweep)")
     parser.add_argument("--engine-url")

@@ -7,7 +7,7 @@ from limits_helpers import ObsFactory, engine_stats
 
 from gateway.limits import SLALimit, create
 from gateway.limits.sla_params import SLAParams
-from gateway.types import SLA, Direction, Observation
+from gateway.types import SLA, Decision, Direction, Observation
 
 TTFT = SLA(ttft_p90=1.0)
 
@@ -223,3 +223,24 @@ def test_defaults_are_the_parameter_fields() -> None:
     a = algo()
     assert a.params == SLAParams()
     assert a.initial_limit(1, 64) == SLAParams().initial
+
+
+def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFactory) -> None:
+    def tick(a: SLALimit, now: float, fits: int | None) -> Decision:
+        return a.update(outside(obs, now, since_change=10.0, delivered_tokens=1000.0, kv_fits=fits))
+
+    a = algo()
+    for t in range(5):
+        d = tick(a, 100.0 + t, 30)
+    # The floor is proven (the front end's delay): the first probe goes to the 30 the cache holds,
+    # not to 12 + 0.5 x 12 = 18.
+    assert d.sla_infeasible and (d.limit, d.direction) == (30, Direction.UP) and "KV cache" in d.detail
+    # Without the engine's word on its cache, or with a cache that holds no more than a step: a step.
+    b = algo()
+    for t in range(5):
+        d = tick(b, 100.0 + t, None)
+    assert d.limit == 18
+    c = algo()
+    for t in range(5):
+        d = tick(c, 100.0 + t, 15)
+    assert d.limit == 18

@@ -1,0 +1,64 @@
+"""How far the `sla` controller raises its limit: pure functions of the ledger, the parameters and
+the observation.
+
+    within target, no knee known:  step = max(p L, min(room, ceil(sqrt L)))
+    within target, near a knee:    step = max(1, min(room, p L)), below the knee
+    room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
+    infeasible, K above the step:  straight to K, the requests the KV cache holds
+
+Why: far from any limit measured at the band, growth is fast but never past sqrt(L) at once, so
+one step cannot overshoot the knee by more than a probe can undo; near a knee one proportional step,
+never into the limit measured at the band. Growth stops while the requests of the last raise landed
+outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
+rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
+there at once instead of in steps of q L, each of which costs a settle and a dwell; not again
+while a limit as high was measured lately, so a jump undone is not repeated before its evidence ages.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gateway.limits.ledger import Entry
+from gateway.limits.sla_evidence import held_outside
+from gateway.limits.sla_params import SLAParams
+from gateway.types import Observation
+
+
+def step_size(limit: int, gain: float) -> int:
+    """One proportional step: gain x limit, at least 1."""
+    return max(1, round(gain * limit))
+
+
+def growth(
+    obs: Observation, r: float, fresh: list[Entry], seen_knee: tuple[int, float] | None, p: SLAParams
+) -> tuple[int, str]:
+    """How far to grow within target, and why: 0 while raises only land outside the engine."""
+    limit = obs.limit
+    knee = min(
+        (e.limit for e in fresh if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below),
+        default=None,
+    )
+    near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
+    room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
+    if knee is None and not near:
+        step = max(step_size(limit, p.probe_gain), min(room, math.ceil(math.sqrt(limit))))
+        why = "toward the band"
+    else:
+        step = max(1, min(room, step_size(limit, p.probe_gain)))
+        if knee is not None:
+            step = min(step, knee - 1 - limit)
+        why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
+    held = held_outside(fresh, limit, p.hidden_share, p.min_gain)
+    if held is not None:
+        return 0, held
+    return min(step, obs.ceiling - limit), why
+
+
+def kv_jump(obs: Observation, step: int, measured: list[Entry]) -> int | None:
+    """The limit to probe straight to (what the KV cache holds) instead of `step` more, if any;
+    `measured` are the entries measured lately."""
+    fits = obs.kv_fits
+    if fits is None or fits - obs.limit <= step or any(e.limit >= fits for e in measured):
+        return None
+    return fits
