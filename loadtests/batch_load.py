@@ -1,9 +1,10 @@
-"""The loads of the batch benchmark: seed 004's requests, as batch lines, as a closed loop straight
-at the backend, and as an interactive streaming closed loop through the gateway.
+"""The loads of the batch benchmark: the requests of a 5,000-evaluation job, as batch lines, as a
+closed loop straight at the backend, and as an interactive streaming closed loop through the gateway.
 
-Seed 004's requests are chat completions of about 788 prompt and 308 output tokens. A prompt here
-is unique (it opens with its run and line number, so no prefix is shared between requests) and
-sized for the simulated profile's 4 bytes per token; `ignore_eos` makes every answer 308 tokens.
+The job's requests (Gemma 3 4B on one RTX 4080) are chat completions of about 788 prompt and 308
+output tokens. A prompt here is unique (it opens with its run and line number, so no prefix is
+shared between requests) and sized for the simulated profile's 4 bytes per token; `ignore_eos`
+makes every answer 308 tokens.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """What a batch beside interactive traffic costs that traffic, in the engine model's virtual time.
 
-`--users` interactive clients and `k` batch lines share one simulated engine (seed 004's profile and
-requests, both closed loops: a finished request is replaced at once). For each k, the interactive
+`--users` interactive clients and `k` batch lines share one simulated engine (the
+`gemma3-4b-rtx4080` profile and the batch benchmark's requests of about 788 prompt and 308 output
+tokens, both closed loops: a finished request is replaced at once). For each k, the interactive
 completion tokens/s as a share of k = 0, the batch's, and vLLM's preemptions. No gateway, no wall
 clock: this is the engine's own answer to how many batch lines fit beside the interactive ones,
 which the gateway's bound on batch lines (gateway.backends) is judged against; the wall-clock

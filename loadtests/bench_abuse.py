@@ -1,5 +1,6 @@
-"""The abuse benchmark: each attack of the hardening issue against a real `llm-gateway serve` in
-front of two simulated vLLM servers, with what the gateway's process and its clients see meanwhile.
+"""The abuse benchmark: each attack a careless or hostile client can make against a real
+`llm-gateway serve` in front of two simulated vLLM servers, with what the gateway's process and its
+clients see meanwhile.
 
 For every attack, and for every gateway checkout compared (this one, and with `--compare PATH`
 another, e.g. the main branch), interleaved per attack, a fresh gateway runs under a soft

@@ -1,6 +1,8 @@
-"""Batch benchmark: seed 004's 5,000 evaluations through the gateway's Batch API, on simulated vLLM.
+"""Batch benchmark: a job of 5,000 candidate evaluations through the gateway's Batch API, on
+simulated vLLM.
 
-One simulated backend, profile `gemma3-4b-rtx4080` (seed 004: 11,824 KV tokens), run `--speed`
+The job: Gemma 3 4B on one RTX 4080, about 788 prompt and 308 output tokens per evaluation.
+One simulated backend, profile `gemma3-4b-rtx4080` (that card's 11,824 KV tokens), run `--speed`
 times faster than real time (default 4) so a 5,000-line batch takes minutes; every time below is
 wall-clock at that speed, and the gateway's TTFT target is the SLA divided by it.
 

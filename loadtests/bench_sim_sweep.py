@@ -1,4 +1,5 @@
-"""Concurrency sweep against a simulated vLLM server, as in seed 001's throughput lab.
+"""Concurrency sweep against a simulated vLLM server: throughput and latency against the number of
+clients, the curve that shows where a serving engine's batch saturates.
 
 For each concurrency N in 1, 2, 4, ..., 128, N clients send chat completions back to back
 (non-streaming, `max_tokens` 100, output length log-normal as the profile draws it) for a fixed

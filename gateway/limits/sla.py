@@ -60,7 +60,7 @@ Why each rule:
   (the gap grows, and so does the rate) does not stop growth.
 - Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
   P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
-Sources: DESIGN.md section 3; BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
+Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
 concurrency filter (epochs); Netflix concurrency-limits.
 """
 

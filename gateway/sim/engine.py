@@ -20,7 +20,8 @@ One step (vLLM v1 `Scheduler.schedule`, FCFS policy):
    frees its blocks at once.
 
 Output target: `max_tokens` cut to max_model_len - prompt_len (vLLM default when absent: all of
-it); with `ignore_eos` exactly that, otherwise a log-normal draw (seed 001) capped by it.
+it); with `ignore_eos` exactly that, otherwise a log-normal draw (the profile's `output_mu` and
+`output_sigma`) capped by it.
 
 Time never comes from a clock here: callers pass `now`, and randomness is an injected
 `random.Random`. Sources: vLLM `vllm/v1/core/sched/scheduler.py`, `vllm/v1/core/kv_cache_manager.py`.

@@ -9,8 +9,9 @@ scheduling lag): no concurrency limit in front of the server changes it, so it i
 queue for it before the engine sees them, so the engine's running + waiting counts miss them.
 Tokens leave in bursts of `burst` (the last burst may be shorter): a busy front end's output
 collector merges the tokens of several engine steps into one write.
-Why a model at all: a real vLLM CPU engine on a busy host showed a proxy TTFT of 1-1.5 s at one
-request in flight while its own TTFT histogram said 0.02 s (DESIGN.md section 5).
+Why a model at all: a real vLLM CPU engine on a busy 2-core host, measured through this gateway,
+showed a proxy TTFT of 1-1.5 s at one request in flight while vLLM's own TTFT histogram said 0.02 s
+(docs/real-vllm.md: the front end shares a core and delivers a stream's tokens in bursts).
 """
 
 from __future__ import annotations

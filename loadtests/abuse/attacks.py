@@ -1,4 +1,5 @@
-"""The attacks of the hardening issue, each an asyncio task that keeps it up until told to stop.
+"""The attacks a careless or hostile client can make on the gateway, each an asyncio task that keeps
+it up until told to stop.
 
 Every attack is persistent: a connection the gateway closes is opened again, as an attacker would.
 A connection's fate is read from the kernel (TCP_INFO's state), since the attacks never read.

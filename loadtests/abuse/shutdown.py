@@ -1,4 +1,4 @@
-"""SIGTERM with 8 streams running and 42 requests queued, as in the hardening issue.
+"""SIGTERM with 8 streams running and 42 requests queued: a shutdown under load.
 
 A gateway with a fixed limit of 8 in front of a slow simulator (30 tokens/s per stream, so the
 1,000-token streams outlast the 10 s grace) gets SIGTERM once all 50 are in. Reported: when the

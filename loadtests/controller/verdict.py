@@ -1,4 +1,5 @@
-"""Judge one cell (workload x SLA level) of the controller evaluation against the issue's targets.
+"""Judge one cell (workload x SLA level) of the controller evaluation against the targets the
+controller is held to (below).
 
 Inputs are the per-run summaries of one workload (every repetition of every mode) and the level's
 targets. Medians over repetitions decide, the spread (min-max) is reported beside them:

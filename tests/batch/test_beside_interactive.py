@@ -1,7 +1,8 @@
-"""A batch beside interactive traffic: the real `openai` SDK -> gateway -> simulated vLLM (seed 004's
-profile), over loopback. Interactive users stream through the gateway while a batch runs; the batch
-may take only the KV cache their requests leave, so vLLM never has to evict a running request
-(a preemption), which an interactive request would pay for by recomputing its prompt."""
+"""A batch beside interactive traffic: the real `openai` SDK -> gateway -> simulated vLLM (the
+`gemma3-4b-rtx4080` profile: Gemma 3 4B on one RTX 4080, 11,824 KV tokens), over loopback.
+Interactive users stream through the gateway while a batch runs; the batch may take only the KV
+cache their requests leave, so vLLM never has to evict a running request (a preemption), which an
+interactive request would pay for by recomputing its prompt."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from tests.procs import Proc, spawn_gateway, spawn_sim
 
 MODEL = "google/gemma-3-4b-it"
 PROMPT = ("the model reads every candidate answer and scores it " * 60)[:3120]
-"""Seed 004's prompts: about 788 tokens at the simulator's 4 bytes per token. With OUTPUT a request
-holds about 1,100 KV tokens at its end, so the profile's 11,824 hold 10 of them, though 12 fit
-while they are half done (what vLLM reports as usage in steady state)."""
+"""A 5,000-evaluation job's prompts: about 788 tokens at the simulator's 4 bytes per token. With
+OUTPUT a request holds about 1,100 KV tokens at its end, so the profile's 11,824 hold 10 of them,
+though 12 fit while they are half done (what vLLM reports as usage in steady state)."""
 OUTPUT = 308
 USERS = 6
 LINES = 32

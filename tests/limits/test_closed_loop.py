@@ -16,7 +16,7 @@ from loadtests.controller.sim_loop import Run, Scenario, simulate
 
 # The real-engine runs: 80 closed-loop streaming clients, prompts of about 260 tokens, 300 output
 # tokens, TTFT P90 1 s and TPOT P90 0.2 s.
-ISSUE = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
+LONG_OUTPUT = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
 SLOW_FRONT = SLA(ttft_p90=1.0, tpot_p90=0.2)
 ENGINE = get_profile("tiny-cpu-4l")
 
@@ -33,8 +33,8 @@ def test_latency_floor_outside_the_engine_is_reported_not_chased() -> None:
     # From t = 30 s the front end holds every request 1.2 s before the engine sees it: the TTFT
     # target of 1 s cannot be met at any limit.
     scenario = Scenario(holds=[(30.0, 1.2)])
-    direct = simulate(ISSUE, None, SLOW_FRONT, duration=120.0, scenario=scenario)
-    run = simulate(ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario)
+    direct = simulate(LONG_OUTPUT, None, SLOW_FRONT, duration=120.0, scenario=scenario)
+    run = simulate(LONG_OUTPUT, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario)
     assert tput(run, 60.0, 120.0) >= 0.8 * tput(direct, 60.0, 120.0)
     assert min(limits(run, 60.0, 120.0)) > 2
     state = run.states[-1]
@@ -50,13 +50,13 @@ def test_climbs_past_kv_saturation_while_throughput_rises() -> None:
     sla = SLA(ttft_p90=5.0, tpot_p90=0.2)
     best = max(
         tput(
-            simulate(ISSUE, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile),
+            simulate(LONG_OUTPUT, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile),
             40.0,
             120.0,
         )
         for n in (16, 24, 32)
     )
-    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=120.0, profile=profile)
+    run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=120.0, profile=profile)
     assert tput(run, 40.0, 120.0) >= 0.95 * best
     assert statistics.mean(limits(run, 40.0, 120.0)) > 20
     # The gateway holds requests the engine does not count (running + waiting).
@@ -68,7 +68,7 @@ def test_idle_gateway_does_not_move_on_traffic_it_did_not_send() -> None:
     # The gateway's eight clients stop at 25 s; from 40 s others load the engine directly.
     scenario = Scenario(bypass=[(40.0, 90.0, 80)], gateway_until=25.0)
     algorithm = create("sla", {}, SLOW_FRONT)
-    run = simulate(ISSUE, algorithm, SLOW_FRONT, duration=90.0, scenario=scenario, clients=8)
+    run = simulate(LONG_OUTPUT, algorithm, SLOW_FRONT, duration=90.0, scenario=scenario, clients=8)
     idle = [t for t in run.ticks if t.at >= 40.0]
     quiet_from = next(i for i, t in enumerate(idle) if t.inflight == 0)
     assert len({t.limit for t in idle[quiet_from:]}) == 1
@@ -77,9 +77,9 @@ def test_idle_gateway_does_not_move_on_traffic_it_did_not_send() -> None:
 def test_traffic_bypassing_the_gateway_does_not_drive_it_to_its_floor() -> None:
     # Eight clients go through the gateway while sixty load the engine directly.
     scenario = Scenario(bypass=[(20.0, 120.0, 60)])
-    direct = simulate(ISSUE, None, SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
+    direct = simulate(LONG_OUTPUT, None, SLOW_FRONT, duration=120.0, scenario=scenario, clients=8)
     run = simulate(
-        ISSUE, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8
+        LONG_OUTPUT, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8
     )
     assert min(limits(run, 60.0, 120.0)) > 1
     assert tput(run, 40.0, 120.0) >= 0.8 * tput(direct, 40.0, 120.0)
@@ -87,7 +87,7 @@ def test_traffic_bypassing_the_gateway_does_not_drive_it_to_its_floor() -> None:
 
 def test_limit_settles_in_steady_load() -> None:
     sla = SLA(ttft_p90=2.0, tpot_p90=0.05)
-    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=150.0)
+    run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=150.0)
     steady = limits(run, 60.0, 150.0)
     mean = statistics.mean(steady)
     assert max(abs(n - mean) for n in steady) < 0.15 * mean
@@ -96,7 +96,7 @@ def test_limit_settles_in_steady_load() -> None:
 def test_capacity_steps_are_followed_within_15_seconds() -> None:
     sla = SLA(ttft_p90=1.0, tpot_p90=0.015)
     scenario = Scenario(slowdowns=[(60.0, 2.0), (120.0, 1.0)])
-    run = simulate(ISSUE, create("sla", {}, sla), sla, duration=180.0, scenario=scenario)
+    run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=180.0, scenario=scenario)
     late = [d for d in run.done if 75.0 <= d.finished_at < 120.0 and d.tpot is not None]
     assert sorted(d.tpot for d in late if d.tpot)[int(0.9 * len(late))] <= 1.1 * 0.015
     assert tput(run, 135.0, 180.0) >= 0.9 * tput(run, 40.0, 60.0)

@@ -1,4 +1,5 @@
-"""Verdicts per cell against the issue's targets, from per-run summaries."""
+"""Verdicts per cell against the controller's targets (loadtests/controller/verdict.py), from per-run
+summaries."""
 
 from __future__ import annotations
 

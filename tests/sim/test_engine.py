@@ -247,7 +247,8 @@ def tiny(**kw: object) -> Profile:
 
 
 def test_tiny_cpu_kv_knee_in_virtual_time() -> None:
-    """Table A's shape: no preemption at 8 clients, preemptions and queueing past the KV knee."""
+    """The real engine's shape (TABLE_A of loadtests/bench_sim_calibration.py): no preemption at 8
+    clients, preemptions and queueing past the KV knee."""
     light = run_closed_loop(tiny(), 8, prompt_len=232, max_tokens=300, duration=6.0)
     heavy = run_closed_loop(tiny(), 32, prompt_len=232, max_tokens=300, duration=6.0)
     assert light.preemptions == 0 and light.peak_waiting == 0
