@@ -1,15 +1,16 @@
 """Closed-loop load against an OpenAI-compatible server: the one load generator of the real-engine
 benchmarks.
 
-N clients each send one request at a time and send the next as soon as the previous one ends,
-until the warm-up and the steady window are over. A request is `/v1/completions` or
-`/v1/chat/completions`, streaming (with the final `usage` chunk) or not, with `ignore_eos` so that
-it generates exactly its `max_tokens`. Prompts are random digits: the tiny engine's byte-level
-tokenizer has no digit merges, so k digits are k tokens, and distinct leading digits keep vLLM's
-prefix cache from sharing blocks between requests; a workload with a shared prefix starts every
-prompt with the same digits, which the cache does share. Lengths are drawn uniformly from the
-workload's ranges, and `max_tokens` is cut so that prompt plus output fits the engine's
-`max_model_len` (a request beyond it is refused with a 400).
+N clients each send one request at a time and send the next as soon as the previous one ends, until
+the warm-up and the steady window are over. Given several base URLs (replicas of one gateway),
+client i sends to URL i mod n, so the same load is spread evenly over them. A request is
+`/v1/completions` or `/v1/chat/completions`, streaming (with the final `usage` chunk) or not, with
+`ignore_eos` so that it generates exactly its `max_tokens`. Prompts are random digits: the tiny
+engine's byte-level tokenizer has no digit merges, so k digits are k tokens, and distinct leading
+digits keep vLLM's prefix cache from sharing blocks between requests; a workload with a shared
+prefix starts every prompt with the same digits, which the cache does share. Lengths are drawn
+uniformly from the workload's ranges, and `max_tokens` is cut so that prompt plus output fits the
+engine's `max_model_len` (a request beyond it is refused with a 400).
 
 When the window ends, requests that are not yet generating (no first token, or not streaming)
 are cancelled at once: none of their tokens can fall in the window. Streams already generating
@@ -28,6 +29,7 @@ import asyncio
 import random
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,8 +234,12 @@ async def _stop(inflight: dict[asyncio.Task[None], RequestRecord], drain_s: floa
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def run(base_url: str, workload: Workload, *, engine_url: str | None = None) -> RunResult:
-    """Drive the closed loop against base_url; sample the engine at engine_url if given."""
+async def run(
+    base_url: str | Sequence[str], workload: Workload, *, engine_url: str | None = None
+) -> RunResult:
+    """Drive the closed loop against base_url (or spread over several); sample the engine at
+    engine_url if given."""
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
     rng = random.Random(workload.seed)
     prefix = digits(random.Random(workload.seed + 1), workload.shared_prefix_tokens)
     timeout = aiohttp.ClientTimeout(total=workload.request_timeout_s)
@@ -249,7 +255,7 @@ async def run(base_url: str, workload: Workload, *, engine_url: str | None = Non
             watch.start(workload.warmup_s)
         stopping = asyncio.Event()
 
-        async def client() -> None:
+        async def client(base_url: str) -> None:
             while time.monotonic() < deadline and not stopping.is_set():
                 path, body = request_body(workload, rng, prefix)
                 record = RequestRecord(workload.stream, time.monotonic(), max_tokens=body["max_tokens"])
@@ -263,7 +269,7 @@ async def run(base_url: str, workload: Workload, *, engine_url: str | None = Non
                 finally:
                     inflight.pop(task, None)
 
-        clients = [asyncio.create_task(client()) for _ in range(workload.clients)]
+        clients = [asyncio.create_task(client(urls[i % len(urls)])) for i in range(workload.clients)]
         await asyncio.sleep(max(0.0, deadline - time.monotonic()))
         stopping.set()
         stopped = time.monotonic()
@@ -299,6 +305,8 @@ def summary(name: str, result: RunResult) -> dict[str, float | str]:
     }
 
 
-def run_sync(base_url: str, workload: Workload, *, engine_url: str | None = None) -> RunResult:
+def run_sync(
+    base_url: str | Sequence[str], workload: Workload, *, engine_url: str | None = None
+) -> RunResult:
     """`run` on a fresh event loop, for callers that are not async."""
     return asyncio.run(run(base_url, workload, engine_url=engine_url))

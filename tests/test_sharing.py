@@ -7,8 +7,9 @@ in-flight count: it never passes the limit although each replica alone would adm
 replica killed with SIGKILL frees its slots within the lease time; Redis stopped and started
 again (the replicas fall back to a local share, say so, and share again); two tenants flooding
 two different replicas get their weighted shares of the backend; one controller (the leader's)
-decides from the other replicas' traffic and they adopt its limit; and two backends behind two
-replicas of `--workers 2` each are each filled to their limit and never past it.
+decides from the other replicas' traffic and they adopt its limit; and two backends behind three
+replicas of `--workers 2` each (six processes) are each filled to their limit and never past it,
+answer no request with an error and keep no lease once the load is over.
 
 Marked `slow`: real processes under load for a few seconds each, about 2 min together on the
 2-core machine (each test starts its own replicas, so a killed or cut-off one cannot affect the next).
@@ -353,7 +354,13 @@ def test_one_controller_decides_from_every_replicas_traffic(sim: Proc, redis: Re
             gw.stop()
 
 
-def test_two_backends_behind_replicas_of_two_workers_each(redis: RedisServer) -> None:
+SHARED_LIMIT = 6
+"""Each backend's limit behind six processes. A multiple of six: if a starved process still drops
+into the fallback, its share max(1, 6 // 6) = 1 keeps the six together at the limit, where with a
+smaller limit the floor of one each would pass it; and each process alone would admit all six."""
+
+
+def test_two_backends_behind_three_replicas_of_two_workers_each(redis: RedisServer) -> None:
     import sys
     import tempfile
 
@@ -367,12 +374,12 @@ def test_two_backends_behind_replicas_of_two_workers_each(redis: RedisServer) ->
         config = {
             "listen": {"host": "127.0.0.1", "port": port},
             "backends": [{"url": s.url, "name": f"sim{i}"} for i, s in enumerate(sims)],
-            "controller": {"algorithm": "fixed", "params": {"limit": 4}},
+            "controller": {"algorithm": "fixed", "params": {"limit": SHARED_LIMIT}},
             "queue": {"max_depth": 200, "timeout": 30},
             "health": {"interval": 0.5},
             # A starved test machine is not a Redis outage: a longer command timeout keeps the
-            # four processes out of the fallback, where each would admit max(1, 4 // 4) on its own.
-            "state": {"redis_url": redis.url, "lease_seconds": 6.0, "timeout": 1.5, "namespace": "two"},
+            # six processes out of the fallback, so what is judged is the shared count.
+            "state": {"redis_url": redis.url, "lease_seconds": 6.0, "timeout": 1.5, "namespace": "six"},
         }
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
             yaml.safe_dump(config, f)
@@ -385,25 +392,28 @@ def test_two_backends_behind_replicas_of_two_workers_each(redis: RedisServer) ->
 
     with spawn_sim("--profile", "tiny-cpu") as a, spawn_sim("--profile", "tiny-cpu") as b:
         sims = [a, b]
-        gateways = [start(sims), start(sims)]
+        gateways: list[Proc] = []
         direct = redis_client.Redis.from_url(redis.url, decode_responses=True)
         try:
+            gateways += [start(sims) for _ in range(3)]
 
             async def run() -> tuple[list[list[float]], dict[str, Any]]:
                 until = time.monotonic() + 4.0
                 done: dict[str, Any] = {}
                 async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as client:
-                    loads = [closed_loop(client, gw.url, "k", 10, until, 30, done) for gw in gateways]
-                    *seen, _, _ = await asyncio.gather(
+                    # 24 users for 12 slots: every replica queues for slots the others hold.
+                    loads = [closed_loop(client, gw.url, "k", 8, until, 30, done) for gw in gateways]
+                    *seen, _, _, _ = await asyncio.gather(
                         *(sample_engine(client, s, until) for s in sims), *loads
                     )
                 return seen, done
 
             seen, done = asyncio.run(run())
-            assert [max(s) for s in seen] == [4.0, 4.0], [max(s) for s in seen]  # full, never over
+            peaks = [max(s) for s in seen]
+            assert peaks == [SHARED_LIMIT] * 2, peaks  # each backend full, never over
             assert set(done["k"]) == {200}, done
             deadline = time.monotonic() + 15
-            while direct.zcard("{two}:slots:sim0") + direct.zcard("{two}:slots:sim1") > 0:
+            while direct.zcard("{six}:slots:sim0") + direct.zcard("{six}:slots:sim1") > 0:
                 assert time.monotonic() < deadline, "leases left after the load"
                 time.sleep(0.2)  # polling state in another process, bounded by the deadline
         finally:
