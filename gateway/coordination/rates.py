@@ -1,9 +1,12 @@
 """The rate of a counter read now and then: how fast requests finish across every replica. Pure.
 
-Each replica's own drain rate only counts the slots it frees; with slots shared, a queued request
-may be served by a slot another replica frees, so Retry-After needs the shared rate: the growth of
-the backend's shared count of finished requests (shared.py) per second. Readings arrive at
-irregular times, so the estimate is an EWMA in continuous time:
+A backend's requests finish in every replica; this is the growth of the backend's shared count of
+finished requests (shared.py) per second, what `/admin/state` shows as the backend's drain across
+replicas. A queue's Retry-After does not use it: a process's waiters are served by the leases its
+pump gets, freed in whichever replica, and the queue measures exactly that (its own dispatches while
+backlogged, gateway.admission.drain); the backend's whole rate would promise each replica's queue
+the slots the others' queues take. Readings arrive at irregular times, so the estimate is an EWMA
+in continuous time:
 
     r <- r + (1 - exp(-dt / tau)) * (delta / dt - r)
 
