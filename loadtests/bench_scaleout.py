@@ -37,24 +37,14 @@ from gateway.coordination.slots import SlotLease
 from gateway.window import nearest_rank
 from loadtests.bench_proxy import spawn_sim, wrk
 from loadtests.doc_tables import write_block
+from loadtests.proc_cpu import process_seconds
 from tests.procs import Proc, free_port, spawn
 from tests.redis_server import RedisServer, running_redis
-
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of `pid` and, recursively, its children."""
-    total = 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / TICK
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                total += cpu_seconds(int(child))
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return total
+    return process_seconds(pid, descendants=True)
 
 
 def serve(config: dict[str, object], workers: int = 1) -> Proc:

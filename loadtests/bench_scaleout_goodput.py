@@ -41,6 +41,7 @@ from loadtests import closed_loop
 from loadtests.bench_scaleout import cpu_seconds, serve, spread
 from loadtests.doc_tables import write_block
 from loadtests.engine_metrics import wait_idle
+from loadtests.proc_cpu import machine_seconds
 from tests.procs import Proc, spawn_sim
 from tests.redis_server import RedisServer, running_redis
 
@@ -73,13 +74,6 @@ class Run:
     """The failed requests by status and error, for the log."""
 
 
-def machine_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of all cores since boot, from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
 def gateway_config(
     sims: list[Proc], args: argparse.Namespace, redis: RedisServer | None
 ) -> dict[str, object]:
@@ -101,9 +95,9 @@ def measure(gateways: list[Proc], sims: list[Proc], workload: closed_loop.Worklo
     for sim in sims:  # the previous run's aborted requests must not share the engine with this one
         asyncio.run(wait_idle(sim.url))
     cpu_before = sum(cpu_seconds(gw.pid) for gw in gateways)
-    busy_before, total_before = machine_jiffies()
+    total_before, idle_before = machine_seconds()
     result = closed_loop.run_sync([gw.url for gw in gateways], workload)
-    busy_after, total_after = machine_jiffies()
+    total_after, idle_after = machine_seconds()
     p90s = result.p90s()
     return Run(
         goodput=result.tokens_per_s(TARGETS),
@@ -114,7 +108,7 @@ def measure(gateways: list[Proc], sims: list[Proc], workload: closed_loop.Worklo
         tpot_p90=p90s.get("tpot", float("nan")),
         client_cpu=result.cpu_share(),
         gateway_cpu=(sum(cpu_seconds(gw.pid) for gw in gateways) - cpu_before) / result.wall_s,
-        machine_busy=(busy_after - busy_before) / max(1, total_after - total_before),
+        machine_busy=1.0 - (idle_after - idle_before) / max(1e-9, total_after - total_before),
         error_kinds=str(Counter((r.status, r.error[:80]) for r in result.records if r.error and r.finished)),
     )
 

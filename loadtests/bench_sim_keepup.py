@@ -16,11 +16,11 @@ import shutil
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import orjson
 
 from loadtests.http_client import Connection
+from loadtests.proc_cpu import process_seconds
 from tests.procs import free_port, spawn
 
 
@@ -33,12 +33,6 @@ async def one_stream(url: str, tokens: int) -> tuple[float, float]:
     finally:
         conn.close()
     return answer.stamps[0], answer.stamps[-1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measure(url: str, streams: int, tokens: int) -> list[float]:
@@ -64,9 +58,9 @@ def main() -> int:
 
     with spawn(cmd, f"{base}/health", base_url=base) as sim:
         uvloop.run(measure(sim.url, 8, 20))  # warm-up
-        cpu0, wall0 = cpu_seconds(sim.pid), time.perf_counter()
+        cpu0, wall0 = process_seconds(sim.pid), time.perf_counter()
         gaps = uvloop.run(measure(sim.url, args.streams, args.tokens))
-        cpu1, wall1 = cpu_seconds(sim.pid), time.perf_counter()
+        cpu1, wall1 = process_seconds(sim.pid), time.perf_counter()
     mean = statistics.fmean(gaps)
     worst = max(gaps)
     ratio = mean / args.step

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import aiohttp
 
 from gateway.config import RoutingConfig
 from gateway.vllm_metrics import parse_vllm_metrics
 from loadtests.http_client import Answer, Connection
+from loadtests.proc_cpu import machine_seconds, process_seconds
 from loadtests.routing.workloads import Workload
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
@@ -196,21 +195,10 @@ async def _read(http: aiohttp.ClientSession, sims: list[Proc], pids: dict[str, l
             scrape = parse_vllm_metrics(await resp.text())
         queries += scrape.prefix_queries or 0.0
         hits += scrape.prefix_hits or 0.0
-    cpu = {name: sum(map(_process_cpu, group)) for name, group in pids.items()}
+    cpu = {name: sum(map(process_seconds, group)) for name, group in pids.items()}
     cpu["client"] = time.process_time()
-    cpu["machine"], cpu["machine_idle"] = _machine_cpu()
+    cpu["machine"], cpu["machine_idle"] = machine_seconds()
     return Window(time.perf_counter(), (queries, hits), cpu)
-
-
-def _process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_cpu() -> tuple[float, float]:
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    tick = os.sysconf("SC_CLK_TCK")
-    return sum(values[:8]) / tick, (values[3] + values[4]) / tick
 
 
 def run(setup: Setup, workload: Callable[[], Workload], strategies: list[str], seed: int) -> dict[str, Raw]:
