@@ -4,6 +4,9 @@
   is lowered if the descriptors cannot hold it: each client connection may need a second descriptor
   upstream, so at most (limit - RESERVED_FDS) / 2 connections, and `accept` never fails for lack of
   descriptors.
+- Accepting. Connections are accepted a few per turn of the event loop (gateway/acceptor.py), not
+  all pending ones at once as the loop's own server does, so a burst cannot stall running requests.
+- Collector. Once the application has started, its full passes are spaced out (gateway/gc_pacing.py).
 - Listeners. The public one, and with `admin.port` a second one for /metrics and /admin/*; both
   run the same application (which routes by listener) under one server and one lifespan. Under
   `--workers` the supervisor binds the public socket and each worker binds the admin one with
@@ -29,9 +32,12 @@ from collections.abc import Generator
 from typing import Any, Protocol
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 
+from gateway.acceptor import Acceptor
 from gateway.config import GatewayConfig
 from gateway.connection_cap import Connections
+from gateway.gc_pacing import pace_full_collections
 from gateway.listen_config import ListenLimits
 from gateway.listener import GuardedProtocol
 
@@ -39,6 +45,8 @@ log = logging.getLogger("gateway.server")
 
 RESERVED_FDS = 64
 """Descriptors kept for what is not a client connection: listeners, backend checks, logs, the loop."""
+BACKLOG = 4096
+"""Connections the kernel holds for a listener until they are accepted."""
 END_MARGIN = 2.0
 """Seconds after the grace for the ended requests to write their last bytes."""
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -77,7 +85,7 @@ def connection_cap(limits: ListenLimits, fd_limit: int) -> int:
     return max(1, min(limits.max_connections, (fd_limit - RESERVED_FDS) // 2))
 
 
-def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = 4096) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = BACKLOG) -> socket.socket:
     """A listening socket; `reuse_port` for one of several worker processes sharing the address."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
@@ -110,6 +118,23 @@ class GatewayServer(uvicorn.Server):
         super().__init__(config)
         self._app = app
         self._grace_over = asyncio.Event()
+        self._acceptors: list[Acceptor] = []
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """The application's lifespan startup, the collector paced (gateway/gc_pacing.py), then an
+        acceptor on each listening socket."""
+        await self.lifespan.startup()
+        if self.lifespan.should_exit:
+            raise SystemExit(STARTUP_FAILURE)
+        pace_full_collections()
+        self.servers = []
+        self._acceptors = [Acceptor(sock, self._new_protocol) for sock in sockets or []]
+        self.started = True
+
+    def _new_protocol(self) -> asyncio.Protocol:
+        return self.config.http_protocol_class(  # type: ignore[call-arg]
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+        )
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -132,8 +157,8 @@ class GatewayServer(uvicorn.Server):
         self._app.begin_shutdown()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for server in self.servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         for sock in sockets or []:
             sock.close()
         self._app.begin_shutdown()

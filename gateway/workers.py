@@ -57,9 +57,10 @@ def reuseport_socket(host: str, port: int) -> socket.socket:
 
 def _worker(config: GatewayConfig, source: ConfigSource, port: int, log_level: str) -> None:
     from gateway.app import create_app
-    from gateway.server import run
+    from gateway.server import BACKLOG, run
 
     sock = reuseport_socket(config.host, port)
+    sock.listen(BACKLOG)
     run(create_app(config, source=source), config, log_level=log_level, public=sock)
 
 
