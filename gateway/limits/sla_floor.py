@@ -7,8 +7,11 @@ Two proofs, either enough:
   scrape interval, so one reading can differ by chance. That time is spent before the engine
   sees the request (a busy front end, the network), so no limit brings TTFT under target.
 - Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
-  configured floor, or a limit L1 >= span x L0 was measured too and the line through (L0, r0) and
-  (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 - floor) > 1.
+  configured floor, or limits L1 >= span x L0 were measured too and for every one of them the line
+  through (L0, r0) and (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 -
+  floor) > 1. Every one, because an entry may predate a change of capacity: a limit measured
+  before the backend slowed down looks as slow as a lower one measured after, and that pair alone
+  would hold the limit where latency is missed.
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
@@ -50,12 +53,12 @@ def along_the_limit(
     assert low.ratio is not None
     if low.ratio <= 1.0 or low.p90 is None:
         return None
-    proven = low.limit <= floor
+    lines = []
     for high in points[1:]:
         assert high.ratio is not None
         if high.limit >= span * low.limit:
             slope = (high.ratio - low.ratio) / (high.limit - low.limit)
-            proven = proven or low.ratio - slope * (low.limit - floor) > 1.0
-    if not proven:
+            lines.append(low.ratio - slope * (low.limit - floor) > 1.0)
+    if not (low.limit <= floor or (lines and all(lines))):
         return None
     return {signal: min(e.p90 for e in points if e.p90 is not None)}
