@@ -38,7 +38,10 @@ Why each rule:
   which costs a settle and a dwell (a minute from a cut limit on a real engine); a jump kept does
   not double the next step, which would overshoot by twice the cache.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
-  (at least the median e2e) would act on the same evidence again and cascade to the floor.
+  (at least the median e2e) would act on the same evidence again and cascade to the floor. For
+  the same reason a limit's rate and P90 ratio enter the ledger only once it
+  has settled: the P90 a tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and
+  taken as 4's it would prove a latency floor that is not there.
 - Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1;
   without a second point latency is assumed proportional to L, never more than halving, and a P90
   just over target (r <= 1 + 2p) is one step past the knee, so one probe step back.
@@ -96,6 +99,7 @@ class SLALimit:
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._outside_since: float | None = None  # since when the front end's delay is over target
+        self._outside_at: dict[int, float] = {}  # limits settled with that delay over target, and when
         self._floor_found: tuple[dict[Signal, float], float] | None = None  # floor proven, until when
 
     @classmethod
@@ -122,7 +126,8 @@ class SLALimit:
             return decide(
                 obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}"
             )
-        if obs.interval > 0 and obs.since_change >= self._settle(obs):
+        settled = obs.since_change >= self._settle(obs)
+        if obs.interval > 0 and settled:
             self.ledger.record_rate(
                 obs.now,
                 obs.limit,
@@ -136,9 +141,10 @@ class SLALimit:
         if over is not None or ratio >= self.params.increase_below:
             self._knee = (obs.limit, obs.now)
         if over is not None:
-            self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
+            if settled:
+                self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
             return self._over(obs, over, over_ratio)
-        if signal is not None and evident(obs, self.sla):
+        if signal is not None and evident(obs, self.sla) and settled:
             self.ledger.record_ratio(obs.now, obs.limit, ratio, obs.p90[signal])
             if ratio <= 1.0:
                 self._floor_found = None
@@ -212,8 +218,10 @@ class SLALimit:
             self._outside_since = obs.now
         found: dict[Signal, float] | None = None
         since = self._outside_since
-        if spent is not None and since is not None and obs.now - since >= self.params.probe_dwell:
-            found = {"ttft": spent}
+        if spent is not None and since is not None and obs.since_change >= self._settle(obs):
+            self._outside_at[obs.limit] = obs.now
+            if obs.now - since >= self.params.probe_dwell and self._outside_at_any_limit(obs):
+                found = {"ttft": spent}
         if found is None:
             found = along_the_limit(
                 self.ledger.fresh(obs.now),
@@ -226,6 +234,14 @@ class SLALimit:
         elif self._floor_found is not None and obs.now < self._floor_found[1]:
             found = self._floor_found[0]
         return found
+
+    def _outside_at_any_limit(self, obs: Observation) -> bool:
+        """Whether the front end's delay is over target at the floor limit, or was lately at a limit
+        at least `floor_span` times this one too: a cut that did not remove it."""
+        memory = self.ledger.memory
+        self._outside_at = {n: t for n, t in self._outside_at.items() if obs.now - t <= memory}
+        span = self.params.floor_span
+        return obs.limit <= obs.floor or any(n >= span * obs.limit for n in self._outside_at)
 
     # -- within target ---------------------------------------------------------------------------
 

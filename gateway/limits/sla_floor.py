@@ -5,7 +5,12 @@ Two proofs, either enough:
   scraped within two ticks) is at or over the TTFT target, and no reading in between said less
   for `dwell` seconds: the proxy's P90 covers the requests since the last change, the engine's one
   scrape interval, so one reading can differ by chance. That time is spent before the engine
-  sees the request (a busy front end, the network), so no limit brings TTFT under target.
+  sees the request (a busy front end, the network). It is a floor only where a cut did not remove
+  it: at the configured floor limit, or at a settled limit with the same delay measured lately at
+  one at least `span` times higher (the controller keeps those limits). A front end that queues
+  what the gateway lets in (tokenizing on a busy CPU) delays requests more the more it is let
+  in; taken as a floor where it first shows, it would hold the limit above one that meets the
+  target.
 - Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
   configured floor, or limits L1 >= span x L0 were measured too and for every one of them the line
   through (L0, r0) and (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 -

@@ -51,32 +51,73 @@ def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) 
     assert (d.reason, d.limit) == ("sla_infeasible", 16)
 
 
-def outside(obs: ObsFactory, now: float, **kw: object) -> Observation:
+def outside(obs: ObsFactory, now: float, limit: int = 12, **kw: object) -> Observation:
     """TTFT 1.3 s at the proxy, 0.05 s in the engine's own histogram: 1.25 s spent outside it."""
     stats = engine_stats(at=now - 0.5, ttft_p90=0.05)
-    return obs(limit=12, p90={"ttft": 1.3}, now=now, interval=1.0, engine_stats=stats, **kw)
+    return obs(limit=limit, p90={"ttft": 1.3}, now=now, interval=1.0, engine_stats=stats, **kw)
 
 
-def test_front_end_delay_over_target_is_a_floor_without_any_cut(obs: ObsFactory) -> None:
+def until_infeasible(a: SLALimit, obs: ObsFactory, start: float, **kw: object) -> tuple[Decision, list[int]]:
+    """Ticks of `outside` from limit 12, each at the limit last decided, until sla_infeasible."""
+    limit, changed, seen = 12, start - 10.0, [12]
+    for i in range(60):
+        now = start + i
+        d = a.update(outside(obs, now, limit, since_change=now - changed, **kw))
+        if d.sla_infeasible:
+            return d, seen
+        if d.limit != limit:
+            limit, changed = d.limit, now
+            seen.append(limit)
+    raise AssertionError(f"never infeasible; limits {seen}")
+
+
+def test_front_end_delay_that_a_cut_to_half_leaves_is_a_floor(obs: ObsFactory) -> None:
     a = algo()
     # One tick could be a P90 since the change against a quieter scrape: hold while it lasts.
-    first = a.update(outside(obs, 100.0))
+    first = a.update(outside(obs, 100.0, since_change=10.0))
     assert (first.limit, first.sla_infeasible, first.reason) == (12, False, "insufficient_samples")
-    for t in range(1, 5):
-        d = a.update(outside(obs, 100.0 + t))
-    assert d.sla_infeasible and d.latency_floor == pytest.approx({"ttft": 1.25})
-    assert d.limit == 12
+    # The delay may be of the gateway's own making (a front end queueing what it lets in): it is a
+    # floor only once a limit at most half as high, settled, shows it too.
+    d, seen = until_infeasible(algo(), obs, 100.0)
+    assert d.latency_floor == pytest.approx({"ttft": 1.25})
+    assert min(seen) == 6 and seen == sorted(seen, reverse=True)
+
+
+def test_front_end_delay_that_a_cut_removes_is_no_floor(obs: ObsFactory) -> None:
+    a = algo()
+    d = a.update(outside(obs, 100.0, since_change=10.0))
+    t = 100.0
+    while d.limit == 12:
+        t += 1.0
+        d = a.update(outside(obs, t, since_change=10.0 + t - 100.0))
+    assert d.reason == "p90_over_target" and not d.sla_infeasible
+    lower, changed = d.limit, t
+    for _ in range(10):
+        t += 1.0
+        met = engine_stats(at=t - 0.5, ttft_p90=0.05)
+        d = a.update(
+            obs(
+                limit=lower,
+                p90={"ttft": 0.6},
+                now=t,
+                interval=1.0,
+                engine_stats=met,
+                since_change=t - changed,
+            )
+        )
+        assert not d.sla_infeasible
 
 
 def test_a_met_target_clears_the_floor(obs: ObsFactory) -> None:
     a = algo()
-    for t in range(5):
-        d = a.update(outside(obs, 100.0 + t))
-    assert d.sla_infeasible
+    d, seen = until_infeasible(a, obs, 100.0)
+    n = seen[-1]
     assert a.update(
-        obs(limit=12, p90={"ttft": 1.3}, now=105.0, interval=1.0, sample_count=2, counts={"ttft": 2})
+        obs(limit=n, p90={"ttft": 1.3}, now=200.0, interval=1.0, sample_count=2, counts={"ttft": 2})
     ).sla_infeasible
-    d = a.update(obs(limit=12, p90={"ttft": 0.95}, now=106.0, interval=1.0))
+    # Met right after a change: the requests behind it still ran beside the earlier ones.
+    assert a.update(obs(limit=n, p90={"ttft": 0.95}, now=201.0, interval=1.0)).sla_infeasible
+    d = a.update(obs(limit=n, p90={"ttft": 0.95}, now=202.0, interval=1.0, since_change=10.0))
     assert not d.sla_infeasible
 
 
@@ -139,6 +180,15 @@ def test_over_target_on_too_few_values_holds(obs: ObsFactory) -> None:
 def test_parameters_are_validated(params: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         create("sla", params, TTFT)
+
+
+def test_latency_right_after_a_cut_proves_no_floor(obs: ObsFactory) -> None:
+    a = algo()
+    assert a.update(measured(obs, 8, 2.2, 100.0)).limit == 4
+    # A second later the P90 still comes from requests that shared a batch of 8 with the earlier
+    # ones: it says nothing yet about 4, so no floor is proven by 4 and 8 being alike.
+    d = a.update(obs(limit=4, p90={"ttft": 1.9}, now=101.0, interval=1.0, since_change=1.0))
+    assert not d.sla_infeasible and d.reason == "insufficient_samples"
 
 
 def test_a_floor_needs_limits_a_span_apart(obs: ObsFactory) -> None:
@@ -226,21 +276,26 @@ def test_defaults_are_the_parameter_fields() -> None:
 
 
 def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFactory) -> None:
-    def tick(a: SLALimit, now: float, fits: int | None) -> Decision:
-        return a.update(outside(obs, now, since_change=10.0, delivered_tokens=1000.0, kv_fits=fits))
+    def first_probe(fits: int | None) -> Decision:
+        a = algo()
+        d, _ = until_infeasible(a, obs, 100.0, delivered_tokens=1000.0, kv_fits=fits)
+        limit, changed = d.limit, 150.0
+        for i in range(20):
+            now = 150.0 + i
+            d = a.update(
+                outside(
+                    obs, now, limit, since_change=now - changed + 10.0, delivered_tokens=1000.0, kv_fits=fits
+                )
+            )
+            if d.limit > limit and "most throughput" not in d.detail:
+                return d
+            limit = d.limit
+        raise AssertionError("no probe")
 
-    a = algo()
-    for t in range(5):
-        d = tick(a, 100.0 + t, 30)
-    # The floor is proven (the front end's delay): the first probe goes to the 30 the cache holds,
-    # not to 12 + 0.5 x 12 = 18.
+    # The floor is proven (the front end's delay), the limit back where it delivered most (12): the
+    # first probe goes to the 30 the cache holds, not to 12 + 0.5 x 12 = 18.
+    d = first_probe(30)
     assert d.sla_infeasible and (d.limit, d.direction) == (30, Direction.UP) and "KV cache" in d.detail
     # Without the engine's word on its cache, or with a cache that holds no more than a step: a step.
-    b = algo()
-    for t in range(5):
-        d = tick(b, 100.0 + t, None)
-    assert d.limit == 18
-    c = algo()
-    for t in range(5):
-        d = tick(c, 100.0 + t, 15)
-    assert d.limit == 18
+    assert first_probe(None).limit == 18
+    assert first_probe(15).limit == 18
