@@ -39,9 +39,9 @@ Why each rule:
   not double the next step, which would overshoot by twice the cache.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
   (at least the median e2e) would act on the same evidence again and cascade to the floor. For
-  the same reason a limit's rate and P90 ratio enter the ledger only once it
-  has settled: the P90 a tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and
-  taken as 4's it would prove a latency floor that is not there.
+  the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
+  a tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and taken as 4's it
+  would prove a latency floor that is not there.
 - Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1;
   without a second point latency is assumed proportional to L, never more than halving, and a P90
   just over target (r <= 1 + 2p) is one step past the knee, so one probe step back.
