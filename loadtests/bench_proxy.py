@@ -68,6 +68,14 @@ def gateway_for(sim: Proc) -> Proc:
     )
 
 
+def have_wrk() -> bool:
+    """Whether wrk is installed; if not, says how to install it."""
+    if shutil.which("wrk") is None:
+        print("wrk is needed: apt-get install -y wrk (make bench-proxy installs it)")
+        return False
+    return True
+
+
 def wrk(url: str, connections: int, seconds: float) -> tuple[float, float]:
     """(requests/s, P50 latency in seconds) from one wrk run."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
@@ -161,8 +169,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--docs", type=Path, help="also write the table into this document's block")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        print("wrk is needed: apt-get install -y wrk (make bench-proxy installs it)")
+    if not have_wrk():
         return 2
 
     results: dict[str, tuple[float, float]] = {}

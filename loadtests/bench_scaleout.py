@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import yaml
 from gateway.coordination.pump import SlotPump
 from gateway.coordination.slots import SlotLease
 from gateway.window import nearest_rank
-from loadtests.bench_proxy import spawn_sim, wrk
+from loadtests.bench_proxy import have_wrk, spawn_sim, wrk
 from loadtests.doc_tables import write_block
 from loadtests.proc_cpu import process_seconds
 from tests.procs import Proc, free_port, spawn
@@ -236,8 +235,7 @@ def main() -> int:
     parser.add_argument("--wakes", type=int, default=40)
     parser.add_argument("--docs", type=Path, help="also write the table into this document's block")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        print("wrk is needed: apt-get install -y wrk (make bench-proxy installs it)")
+    if not have_wrk():
         return 2
     lines = [*path_table(measure_paths(args.rounds, args.seconds)), "", *wake_table(args.wakes)]
     table = "\n".join(lines)
