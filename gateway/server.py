@@ -127,7 +127,6 @@ class GatewayServer(uvicorn.Server):
         if self.lifespan.should_exit:
             raise SystemExit(STARTUP_FAILURE)
         pace_full_collections()
-        self.servers = []
         self._acceptors = [Acceptor(sock, self._new_protocol) for sock in sockets or []]
         self.started = True
 

@@ -126,7 +126,7 @@ class SLALimit:
             return decide(
                 obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}"
             )
-        settled = obs.since_change >= self._settle(obs)
+        settled = self._settled(obs)
         if obs.interval > 0 and settled:
             self.ledger.record_rate(
                 obs.now,
@@ -218,7 +218,7 @@ class SLALimit:
             self._outside_since = obs.now
         found: dict[Signal, float] | None = None
         since = self._outside_since
-        if spent is not None and since is not None and obs.since_change >= self._settle(obs):
+        if spent is not None and since is not None and self._settled(obs):
             self._outside_at[obs.limit] = obs.now
             if obs.now - since >= self.params.probe_dwell and self._outside_at_any_limit(obs):
                 found = {"ttft": spent}
@@ -331,13 +331,17 @@ class SLALimit:
     def _may_grow(self, obs: Observation) -> bool:
         return (
             evident(obs, self.sla)
-            and obs.since_change >= self._settle(obs)
+            and self._settled(obs)
             and obs.now >= self._next_probe_at
             and obs.limit < obs.ceiling
         )
 
     def _gains(self, a: Entry, b: Entry | None) -> bool:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)
+
+    def _settled(self, obs: Observation) -> bool:
+        """Whether the current limit has been in force for `_settle` seconds."""
+        return obs.since_change >= self._settle(obs)
 
     def _settle(self, obs: Observation) -> float:
         return max(self.params.settle, obs.p50.get("e2e", 0.0))
