@@ -61,8 +61,11 @@ Why each rule:
   landed there and the rate did not rise, raising further only lengthens that queue: growth stops
   and a throughput probe is undone at once; a front end that holds requests on their way in
   (the gap grows, and so does the rate) does not stop growth.
-- Evidence: a cut needs min_samples values behind the P90 or values so clearly over target that a
-  P90 at the target would rarely give them (`quantile_exceeds`, alpha = `evidence_alpha`).
+- Evidence: a cut needs the values behind the P90 to show it over target, so many of them over that
+  a P90 at the target would give as many with probability under `evidence_alpha`
+  (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
+  that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
+  cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
 Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
 concurrency filter (epochs); Netflix concurrency-limits.
 """

@@ -17,14 +17,16 @@ from gateway.types import SLA, Observation, Signal
 def over_target(obs: Observation, sla: SLA, alpha: float) -> tuple[Signal | None, float]:
     """The signal furthest over its target among those with the evidence to cut on.
 
-    Evidence: min_samples values, or values so clearly over target that a P90 at the target would
-    give them with probability below `alpha`.
+    Evidence: so many values over the target that a P90 at the target would give them with
+    probability below `alpha` (a P90 read from the backend's histogram, with no values behind it,
+    stands on min_samples).
     """
 
     def admit(signal: Signal, target: float) -> bool:
-        return obs.counts.get(signal, 0) >= obs.min_samples or quantile_exceeds(
-            obs.values.get(signal, ()), target, 0.9, alpha
-        )
+        values = obs.values.get(signal)
+        if not values:
+            return obs.counts.get(signal, 0) >= obs.min_samples
+        return quantile_exceeds(values, target, 0.9, alpha)
 
     signal, ratio = worst_ratio(obs, sla, admit=admit)
     return (signal, ratio) if ratio > 1.0 else (None, ratio)

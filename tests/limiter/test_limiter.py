@@ -339,15 +339,17 @@ def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> N
 
 def test_streams_dispatched_before_the_last_change_do_not_count() -> None:
     lim, clock = tpot_limiter()
-    old = lim.acquire()
-    stream(old, clock.now, 0.06, 20)
+    old = [lim.acquire() for _ in range(4)]
+    for slot in old:
+        stream(slot, clock.now, 0.06, 20)
     clock.now += 1.0
-    for s in [lim.acquire() for _ in range(lim.limit - 1)]:
+    for s in [lim.acquire() for _ in range(lim.limit - 4)]:
         s.release(Sample(dispatched_at=clock.now, e2e=1.0, tpot=0.01))
-    assert lim.p90()["tpot"] == pytest.approx(0.06)  # the slow stream is the largest of eight values
+    assert lim.p90()["tpot"] == pytest.approx(0.06)  # four slow streams of eight values
     assert lim.tick(queued=5).direction is Direction.DOWN
-    assert lim.p90()["tpot"] == 0.01  # it was sent before the change: it no longer counts
-    old.release(None)
+    assert lim.p90()["tpot"] == 0.01  # they were sent before the change: they no longer count
+    for slot in old:
+        slot.release(None)
 
 
 def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest() -> None:
