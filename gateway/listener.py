@@ -61,6 +61,10 @@ class _TooManyHeaders(Exception):
     pass
 
 
+def _nothing() -> None:
+    pass
+
+
 class _TimedFlowControl(FlowControl):
     """uvicorn's flow control, with a bound on how long a send may wait for the client to read."""
 
@@ -75,6 +79,10 @@ class _TimedFlowControl(FlowControl):
                 await super().drain()
         except TimeoutError:
             self._on_stall()
+
+    def detach(self) -> None:
+        """Drop the callback into the protocol once its connection is gone."""
+        self._on_stall = _nothing
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -130,6 +138,18 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._cancel_body_timer()
         super().connection_lost(exc)
+        self._unlink()
+
+    def _unlink(self) -> None:
+        """Drop the references back to this protocol that a closed connection no longer needs (the
+        flow control's stall callback, the request's abort extension), so reference counting frees
+        the connection's objects when its request ends, not the cycle collector later: a burst of
+        5,000 connections left 100,000 such objects to full passes of 270-320 ms."""
+        if isinstance(self.flow, _TimedFlowControl):
+            self.flow.detach()
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            scope.get("extensions", {}).pop(ABORT, None)
 
     def evict(self) -> None:
         """Closed to make room for a new connection (this one had no request in progress)."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import functools
+import gc
 import socket
 import struct
 import termios
+import weakref
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import uvicorn
@@ -230,5 +233,43 @@ async def test_a_client_that_stops_reading_gets_no_more_than_the_send_buffer_que
         assert queued <= 2 * 64 * 1024
     finally:
         client.close()
+        server.should_exit = True
+        await task
+
+
+async def test_a_closed_connection_is_freed_by_reference_counting_not_left_to_the_cycle_collector() -> None:
+    """A burst of thousands of connections must not leave their objects to the collector's full
+    passes, each of which stalls the event loop for as long as it walks them."""
+    made: list[weakref.ref[GuardedProtocol]] = []
+    all_closed = asyncio.Event()
+
+    class Watched(Connections):
+        def closed(self, conn: Any) -> None:
+            super().closed(conn)
+            if not len(self):
+                all_closed.set()
+
+    connections = Watched(LIMITS.max_connections)
+
+    def protocol(*args: Any, **kw: Any) -> GuardedProtocol:
+        p = GuardedProtocol(*args, limits=LIMITS, connections=connections, **kw)
+        made.append(weakref.ref(p))
+        return p
+
+    config = uvicorn.Config(echo_length, http=protocol, lifespan="off", log_level="warning")  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            all_closed.clear()
+            assert await exchange(sock.getsockname()[1], post(b"abc")) == [b"200 3"]
+            async with asyncio.timeout(5):
+                await all_closed.wait()  # the server saw the client close
+        assert [r() for r in made] == [None, None, None]
+    finally:
+        gc.enable()
         server.should_exit = True
         await task
