@@ -14,8 +14,12 @@
 - `max_header_bytes`, `max_headers`: a larger request head is refused with 431 before the parser
   accumulates it (httptools keeps every header in memory and has no bound of its own).
 - `max_connections`: beyond it, the connection idle the longest (no request in progress) is closed
-  to make room; if none is idle, the newcomer gets 503. Also capped by the descriptors the process
-  may open (see gateway.server).
+  to make room; if none is idle, the newcomer gets 503 (gateway.connection_cap). Also capped by the
+  descriptors the process may open (see gateway.server). A client holds a connection for each
+  request waiting in the queue, and keeps it open afterwards for the next: a burst of 5,000 SDK
+  requests holds 5,000. Past the cap every place is taken from someone (a kept-alive connection
+  whose client may be about to reuse it, or a newcomer refused), so the default leaves room for
+  such a burst and the other clients beside it; an idle connection costs the gateway about 7 KiB.
 - `write_timeout`: a write to a client that does not read for this long ends the exchange, closes the
   upstream request (the backend aborts it) and releases its concurrency slot.
 - `send_buffer`: the kernel's send buffer of each client connection, in bytes (Linux reserves twice
@@ -48,7 +52,7 @@ class ListenLimits:
     keep_alive_timeout: float = 75.0
     max_header_bytes: int = 32 * 1024
     max_headers: int = 100
-    max_connections: int = 4096
+    max_connections: int = 16384
     send_buffer: int = 256 * 1024
 
 

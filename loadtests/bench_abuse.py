@@ -45,6 +45,8 @@ class Row:
     attack: str
     gateway: str
     seen: watch.Observed
+    admin: watch.Observed | None
+    """/health probes on the admin listener (a checkout without one: None)."""
     lag: tuple[float, float] | None
     left: tuple[int, int] | None
     alive: bool
@@ -61,7 +63,14 @@ def gateway_config(sims: list[Proc], *, current: bool) -> dict[str, object]:
     }
     if current:  # keys an older checkout does not know
         config["listen"] = {"write_timeout": 5}
+        config["admin"] = {"port": free_port()}
     return config
+
+
+def admin_port(config: dict[str, object]) -> int | None:
+    """The port of the gateway's admin listener (/health, /metrics, /admin/*), if it has one."""
+    admin = config.get("admin")
+    return admin.get("port") if isinstance(admin, dict) else None
 
 
 def start_gateway(root: Path, config: dict[str, object], path: Path) -> tuple[Proc, dict[str, object]]:
@@ -82,27 +91,32 @@ async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seco
         path = Path(tmp) / "gateway.yaml"
         gw, config = start_gateway(root, gateway_config(sims, current=root == ROOT), path)
         target = Target(int(gw.url.rsplit(":", 1)[1]), gw.pid, MODEL, path, config)
+        admin = admin_port(config)
+        admin_url = gw.url if admin is None else f"http://127.0.0.1:{admin}"
         try:
-            before = await watch.lag_buckets(gw.url)
+            before = await watch.lag_buckets(admin_url)
             seen, stop = watch.Observed(), asyncio.Event()
+            admin_seen = None if admin is None else watch.Observed()
             tasks = [
                 watch.sample_rss(gw.pid, seen, stop),
                 watch.probe_health(target.port, seen, stop),
                 watch.legit_load(gw.url, MODEL, seen, stop),
             ]
+            if admin is not None and admin_seen is not None:
+                tasks.append(watch.probe_health(admin, admin_seen, stop))
             if attack != BASELINE:
                 tasks.append(ATTACKS[attack](target, stop))
             running = asyncio.gather(*tasks)
             await asyncio.sleep(seconds)
             stop.set()
             await running
-            lag = watch.lag_summary(before, await watch.lag_buckets(gw.url))
-            left = await watch.leftover(gw.url)
+            lag = watch.lag_summary(before, await watch.lag_buckets(admin_url))
+            left = await watch.leftover(admin_url)
             alive = gw.alive()
             tracebacks = gw.stderr().count("Traceback")
         finally:
             gw.stop()
-    return Row(attack, label, seen, lag, left, alive, tracebacks, target.counts)
+    return Row(attack, label, seen, admin_seen, lag, left, alive, tracebacks, target.counts)
 
 
 def ms(value: float | None) -> str:
@@ -116,18 +130,24 @@ def table(rows: list[Row], seconds: float) -> str:
         f"as {probe.PROBE_TIMEOUT:g} s); {watch.LEGIT_WORKERS} SDK clients in a closed loop alongside.",
         "",
         "| attack | gateway | RSS max (MB) | loop lag P99 / max (ms) | /health P50 / P99 (ms) "
-        "| /health failed | requests ok / failed | in flight, queued after | tracebacks | attack |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| /health failed | /health on the admin port P50 / P99 (ms) "
+        "| requests ok / failed | in flight, queued after | tracebacks | attack |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lag = "n/a" if r.lag is None else f"{ms(r.lag[0])} / <= {ms(r.lag[1])}"
         left = "gone" if not r.alive else "n/a" if r.left is None else f"{r.left[0]}, {r.left[1]}"
         errors = ", ".join(f"{k}: {v}" for k, v in r.seen.errors.items())
         failed = f"{r.seen.failed}" + (f" ({errors})" if errors else "")
+        admin = "-"
+        if r.admin is not None:
+            admin = f"{ms(r.admin.health(0.5))} / {ms(r.admin.health(0.99))}"
+            admin += f" ({r.admin.probe_failures} failed)" if r.admin.probe_failures else ""
         lines.append(
             f"| {r.attack} | {r.gateway} | {r.seen.rss_max:,.0f} | {lag} "
             f"| {ms(r.seen.health(0.5))} / {ms(r.seen.health(0.99))} "
-            f"| {r.seen.probe_failures} of {len(r.seen.probes)} | {r.seen.ok:,} / {failed} | {left} "
+            f"| {r.seen.probe_failures} of {len(r.seen.probes)} | {admin} "
+            f"| {r.seen.ok:,} / {failed} | {left} "
             f"| {r.tracebacks} | {', '.join(f'{k} {v:,}' for k, v in r.counts.items())} |"
         )
     return "\n".join(lines)

@@ -72,4 +72,8 @@ async def sdk_bursts(base_url: str, stop: asyncio.Event, count: Count, *, model:
             count(f"burst: client exited {child.returncode}")
             return
         s = json.loads(out)
-        count(f"burst: {s['served']} of {s['requests']} served in {s['attempts']} attempts, {s['seconds']} s")
+        failed = ", ".join(f"{k} {v}" for k, v in s["failures"].items())
+        count(
+            f"burst: {s['served']} of {s['requests']} served in {s['attempts']} attempts, {s['seconds']} s"
+            + (f" (not served: {failed})" if failed else "")
+        )

@@ -82,6 +82,12 @@ def test_too_many_headers_are_refused(gw: Proc) -> None:
 
 def test_at_the_connection_cap_the_longest_idle_connection_makes_room(gw: Proc) -> None:
     idle = [connect(port_of(gw)) for _ in range(6)]
+    for sock in idle:  # each asks once and keeps its connection open, as a pooling client does
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"\r\n0\r\n\r\n"):  # the whole chunked answer
+            answer += sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200")
     assert httpx.get(f"{gw.url}/health", timeout=5).status_code == 200
     assert read_to_end(idle[0]) == b""  # the oldest idle one was closed, without an answer
     for sock in idle:
