@@ -5,11 +5,10 @@ requests, or still sending its first head) is closed to make room, so a flood of
 cannot lock clients out. A connection still on its first head is closed only once it has been idle
 for `MIN_IDLE` seconds: one accepted a moment ago has its request on the way or already in the
 kernel's buffer, unread only because the loop has not come round to it, and closing it would lose a
-request its client has sent (in bursts of 5,000 connections against a cap of 4,096, a request now
-and then lost every attempt the SDK made). A kept-alive connection has no request in flight and
-may go at once. With no connection to close, the newcomer gets 503 (gateway.listener), told to
-come back when a place should be free for it (`ConnectionAdvice`: from the rate connections close,
-spread and jittered, so the refused do not all return in the same instant).
+request its client has sent. A kept-alive connection has no request in flight and may go at once.
+With no connection to close, the newcomer gets 503 (gateway.listener), told to come back when a
+place should be free for it (`ConnectionAdvice`: from the rate connections close, spread and
+jittered, so the refused do not all return in the same instant).
 """
 
 from __future__ import annotations
