@@ -283,7 +283,7 @@ class SLALimit:
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
                 self._next_probe_at = now + self.params.probe_every
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
-            if self._may_grow(obs):
+            if self._may_probe(obs):
                 step = max(self._step, step_size(limit, self.params.rate_probe_gain))
                 jump = kv_jump(obs, step, self.ledger.fresh(now, self.params.probe_dwell))
                 self._jumped = jump is not None
@@ -332,12 +332,13 @@ class SLALimit:
         )
 
     def _may_grow(self, obs: Observation) -> bool:
-        return (
-            evident(obs, self.sla)
-            and self._settled(obs)
-            and obs.now >= self._next_probe_at
-            and obs.limit < obs.ceiling
-        )
+        """Within target: a probe also needs every P90 to stand on min_samples values."""
+        return evident(obs, self.sla) and self._may_probe(obs)
+
+    def _may_probe(self, obs: Observation) -> bool:
+        """Settled, the wait after a failed probe over, and room below the ceiling. A throughput
+        probe needs no P90: at a low limit with long answers 20 first tokens take minutes."""
+        return self._settled(obs) and obs.now >= self._next_probe_at and obs.limit < obs.ceiling
 
     def _gains(self, a: Entry, b: Entry | None) -> bool:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)

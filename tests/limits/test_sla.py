@@ -289,16 +289,15 @@ def test_defaults_are_the_parameter_fields() -> None:
 
 
 def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFactory) -> None:
-    def first_probe(fits: int | None) -> Decision:
+    def first_probe(fits: int | None, **kw: object) -> Decision:
         a = algo()
         d, _ = until_infeasible(a, obs, 100.0, delivered_tokens=1000.0, kv_fits=fits)
         limit, changed = d.limit, 150.0
         for i in range(20):
             now = 150.0 + i
+            since = now - changed + 10.0
             d = a.update(
-                outside(
-                    obs, now, limit, since_change=now - changed + 10.0, delivered_tokens=1000.0, kv_fits=fits
-                )
+                outside(obs, now, limit, since_change=since, delivered_tokens=1000.0, kv_fits=fits, **kw)
             )
             if d.limit > limit and "most throughput" not in d.detail:
                 return d
@@ -312,3 +311,7 @@ def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFa
     # Without the engine's word on its cache, or with a cache that holds no more than a step: a step.
     assert first_probe(None).limit == 18
     assert first_probe(15).limit == 18
+    # Few first tokens at a low limit (long answers): the P90 is still over target on what there is,
+    # and a throughput probe needs no more.
+    few = first_probe(30, counts={"ttft": 5}, values={"ttft": [1.3] * 5})
+    assert few.sla_infeasible and few.limit == 30
