@@ -79,7 +79,7 @@ from dataclasses import replace
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target
-from gateway.limits.sla_floor import along_the_limit, outside_engine
+from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
 from gateway.limits.sla_params import SLAParams
 from gateway.limits.sla_steps import growth, kv_jump, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -101,8 +101,9 @@ class SLALimit:
         self._jumped = False  # the throughput probe being measured went straight to what the KV cache holds
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
-        self._outside_since: float | None = None  # since when the front end's delay is over target
-        self._outside_at: dict[int, float] = {}  # limits settled with that delay over target, and when
+        self._front_end = FrontEndDelay(  # the front end's delay seen as a latency floor
+            dwell=self.params.probe_dwell, span=self.params.floor_span, memory=self.params.memory
+        )
         self._floor_found: tuple[dict[Signal, float], float] | None = None  # floor proven, until when
 
     @classmethod
@@ -169,7 +170,7 @@ class SLALimit:
             return self._infeasible(obs, floor)
         self._probe_from = None
         limit, settle = obs.limit, self._settle(obs)
-        since = self._outside_since
+        since = self._front_end.since
         if since is not None and obs.now - since < 2 * self.params.probe_dwell:
             # The front end's own delay is over target: hold while it shows whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
@@ -214,17 +215,8 @@ class SLALimit:
         """The latency floor proven now (gateway.limits.sla_floor) or within `floor_memory`."""
         target = self.sla.target(signal)
         assert target is not None
-        spent = outside_engine(obs) if signal == "ttft" else None
-        if spent is not None and spent < target:
-            self._outside_since = None  # a reading that says the engine accounts for it
-        elif spent is not None and self._outside_since is None:
-            self._outside_since = obs.now
-        found: dict[Signal, float] | None = None
-        since = self._outside_since
-        if spent is not None and since is not None and self._settled(obs):
-            self._outside_at[obs.limit] = obs.now
-            if obs.now - since >= self.params.probe_dwell and self._outside_at_any_limit(obs):
-                found = {"ttft": spent}
+        spent = self._front_end.floor(obs, target, self._settled(obs)) if signal == "ttft" else None
+        found: dict[Signal, float] | None = None if spent is None else {"ttft": spent}
         if found is None:
             found = along_the_limit(
                 self.ledger.fresh(obs.now),
@@ -237,14 +229,6 @@ class SLALimit:
         elif self._floor_found is not None and obs.now < self._floor_found[1]:
             found = self._floor_found[0]
         return found
-
-    def _outside_at_any_limit(self, obs: Observation) -> bool:
-        """Whether the front end's delay is over target at the floor limit, or was lately at a limit
-        at least `floor_span` times this one too: a cut that did not remove it."""
-        memory = self.ledger.memory
-        self._outside_at = {n: t for n, t in self._outside_at.items() if obs.now - t <= memory}
-        span = self.params.floor_span
-        return obs.limit <= obs.floor or any(n >= span * obs.limit for n in self._outside_at)
 
     # -- within target ---------------------------------------------------------------------------
 

@@ -23,7 +23,8 @@ Two proofs, either enough:
   limit where latency is missed.
 The floor reported is, per signal over target, the lowest P90 measured at any limit (or the part
 spent outside the engine).
-Pure: the caller passes the observation and the ledger's entries.
+No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
+FrontEndDelay keeps what it has seen between ticks.
 """
 
 from __future__ import annotations
@@ -45,6 +46,36 @@ def outside_engine(obs: Observation) -> float | None:
     ):
         return None
     return obs.p90["ttft"] - stats.ttft_p90
+
+
+class FrontEndDelay:
+    """The first proof, read tick by tick: since when the front end's delay has been at or over the
+    target, and at which settled limits lately (within `memory`)."""
+
+    def __init__(self, *, dwell: float, span: float, memory: float) -> None:
+        self._dwell, self._span, self._memory = dwell, span, memory
+        self.since: float | None = None
+        self._at: dict[int, float] = {}
+
+    def floor(self, obs: Observation, target: float, settled: bool) -> float | None:
+        """The delay, if this tick proves it a floor: over target for `dwell` seconds, and at the
+        floor limit or lately at a limit at least `span` times this one (a cut did not remove it)."""
+        spent = outside_engine(obs)
+        if spent is None:
+            return None
+        if spent < target:
+            self.since = None  # a reading that says the engine accounts for it
+        elif self.since is None:
+            self.since = obs.now
+        if self.since is None or not settled:
+            return None
+        self._at[obs.limit] = obs.now
+        if obs.now - self.since < self._dwell:
+            return None
+        self._at = {n: t for n, t in self._at.items() if obs.now - t <= self._memory}
+        if obs.limit <= obs.floor or any(n >= self._span * obs.limit for n in self._at):
+            return spent
+        return None
 
 
 def along_the_limit(

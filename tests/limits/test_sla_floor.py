@@ -1,9 +1,13 @@
-"""The proof of a latency floor along the limit, on hand-built ledger entries."""
+"""The two proofs of a latency floor: along the limit on hand-built ledger entries, and the front
+end's delay tick by tick."""
 
 from __future__ import annotations
 
+from limits_helpers import engine_stats, make_obs
+
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_floor import along_the_limit
+from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
+from gateway.types import Observation
 
 
 def entry(limit: int, ratio: float, p90: float) -> Entry:
@@ -25,3 +29,28 @@ def test_one_steep_pair_is_enough_to_doubt_the_floor() -> None:
 def test_limits_closer_than_the_span_prove_nothing() -> None:
     assert along_the_limit([entry(5, 1.5, 0.02), entry(9, 1.5, 0.02)], "tpot", 1, span=2.0) is None
     assert along_the_limit([entry(1, 1.5, 0.02)], "tpot", 1, span=2.0) == {"tpot": 0.02}
+
+
+def delayed(now: float, limit: int) -> Observation:
+    """TTFT 1.3 s at the proxy, 0.1 s in the engine: 1.2 s spent before the engine saw the request."""
+    stats = engine_stats(at=now - 0.5, ttft_p90=0.1)
+    return make_obs(now=now, limit=limit, p90={"ttft": 1.3}, interval=1.0, engine_stats=stats)
+
+
+def test_the_front_ends_delay_is_a_floor_only_where_a_cut_to_half_left_it() -> None:
+    delay = FrontEndDelay(dwell=4.0, span=2.0, memory=30.0)
+    assert [delay.floor(delayed(100.0 + i, 8), 1.0, settled=True) for i in range(6)] == [None] * 6
+    assert delay.since == 100.0  # over target since then, but 8 is all that showed it
+    assert delay.floor(delayed(106.0, 4), 1.0, settled=False) is None  # the cut has not taken effect
+    assert delay.floor(delayed(108.0, 4), 1.0, settled=True) == 1.2
+    assert FrontEndDelay(dwell=4.0, span=2.0, memory=30.0).floor(delayed(100.0, 1), 1.0, True) is None
+
+
+def test_a_reading_within_target_starts_the_dwell_again() -> None:
+    delay = FrontEndDelay(dwell=4.0, span=2.0, memory=30.0)
+    for i in range(5):
+        delay.floor(delayed(100.0 + i, 1), 1.0, settled=True)
+    assert delay.floor(delayed(105.0, 1), 2.0, settled=True) is None  # 1.2 s is within a 2 s target
+    assert delay.since is None
+    assert delay.floor(delayed(106.0, 1), 1.0, settled=True) is None
+    assert delay.floor(delayed(110.0, 1), 1.0, settled=True) == 1.2  # at the floor limit, after the dwell
