@@ -57,10 +57,9 @@ def reuseport_socket(host: str, port: int) -> socket.socket:
 
 def _worker(config: GatewayConfig, source: ConfigSource, port: int, log_level: str) -> None:
     from gateway.app import create_app
-    from gateway.server import BACKLOG, run
+    from gateway.server import bind, run
 
-    sock = reuseport_socket(config.host, port)
-    sock.listen(BACKLOG)
+    sock = bind(config.host, port, reuse_port=True)
     run(create_app(config, source=source), config, log_level=log_level, public=sock)
 
 
