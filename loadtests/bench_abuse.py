@@ -96,13 +96,14 @@ async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seco
         try:
             before = await watch.lag_buckets(admin_url)
             seen, stop = watch.Observed(), asyncio.Event()
-            admin_seen = None if admin is None else watch.Observed()
             tasks = [
                 watch.sample_rss(gw.pid, seen, stop),
                 watch.probe_health(target.port, seen, stop),
                 watch.legit_load(gw.url, MODEL, seen, stop),
             ]
-            if admin is not None and admin_seen is not None:
+            admin_seen = None
+            if admin is not None:
+                admin_seen = watch.Observed()
                 tasks.append(watch.probe_health(admin, admin_seen, stop))
             if attack != BASELINE:
                 tasks.append(ATTACKS[attack](target, stop))
