@@ -26,8 +26,9 @@ measured runs on this machine put at about a quarter of the drain limit plus 4 s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from loadtests.controller.matrix import Level, Workload
 
@@ -39,13 +40,34 @@ DRAIN_SHARE = 0.25
 
 
 @dataclass(frozen=True, slots=True)
+class Controller:
+    """An adaptive controller to judge: an algorithm with parameters, named by `label`."""
+
+    label: str
+    algorithm: str
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> Controller:
+        """`sla`, or `LABEL=ALGORITHM{JSON params}` (e.g. `u95=sla{"increase_below": 0.95}`) to run
+        one algorithm with other parameters beside it, interleaved in the same repetitions."""
+        label, _, spec = text.partition("=")
+        if not spec:
+            return cls(text, text)
+        algorithm, brace, params = spec.partition("{")
+        return cls(label, algorithm, json.loads(brace + params) if brace else {})
+
+
+@dataclass(frozen=True, slots=True)
 class Mode:
     name: str
-    """`direct`, `fixed-N` or `<algorithm>-<level>`."""
+    """`direct`, `fixed-N` or `<controller label>-<level>`."""
     algorithm: str | None = None
     """None straight to the engine; `fixed` or the adaptive algorithm's name through the gateway."""
     limit: int | None = None
     level: Level | None = None
+    controller: Controller | None = None
+    """The adaptive controller of an adaptive mode."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +94,19 @@ def fixed_limits(
 
 
 def modes(
-    limits: Sequence[int], levels: Sequence[Level], algorithm: str, only: Sequence[str] = ()
+    limits: Sequence[int],
+    levels: Sequence[Level],
+    controllers: Sequence[Controller],
+    only: Sequence[str] = (),
 ) -> list[Mode]:
     """One repetition's modes in their order; `only` keeps the kinds named (direct, fixed, adaptive)."""
     out = [Mode("direct")]
     out += [Mode(f"fixed-{n}", "fixed", n) for n in limits]
-    out += [Mode(f"{algorithm}-{level}", algorithm, level=level) for level in levels]
+    out += [
+        Mode(f"{c.label}-{level}", c.algorithm, level=level, controller=c)
+        for level in levels
+        for c in controllers
+    ]
     if not only:
         return out
     return [m for m in out if _kind(m) in only]

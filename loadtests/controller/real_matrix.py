@@ -1,7 +1,7 @@
 """The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
-       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla]
+       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla ...]
        [--quick] [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
 Per workload: its unloaded latency first (one client straight at the engine); then the repetitions,
@@ -123,7 +123,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--levels", default=",".join(matrix.LEVELS))
     parser.add_argument("--repeat", type=int, help="repetitions (default 3; 2 with --quick)")
     parser.add_argument("--modes", default="direct,fixed,adaptive", help="kinds of mode to run")
-    parser.add_argument("--algorithm", default="sla", help="the adaptive controller to judge")
+    parser.add_argument(
+        "--algorithm",
+        action="append",
+        type=plan.Controller.parse,
+        help="an adaptive controller to judge (default sla); again for more, each judged on its own, "
+        'and LABEL=ALGORITHM{JSON} for one with other parameters, e.g. u95=sla{"increase_below": 0.95}',
+    )
     parser.add_argument("--quick", action="store_true", help="10 s warm-up, 15 s window, repeat 2")
     parser.add_argument("--warmup", type=float, default=15.0)
     parser.add_argument("--window", type=float, default=25.0, help="steady window after the warm-up (s)")
@@ -141,6 +147,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("results/controller-real"))
     parser.add_argument("--rejudge", action="store_true", help="only re-judge OUT/summary.json")
     args = parser.parse_args(argv)
+    args.algorithm = args.algorithm or [plan.Controller("sla", "sla")]
     if args.quick:
         args.warmup, args.window, args.drain, args.unloaded = 10.0, 15.0, 8.0, 6.0
     if args.repeat is None:
@@ -180,7 +187,14 @@ def write_report(
     `saved` holds per workload its levels' `targets` and the `p90s` (unloaded, loaded) behind them.
     """
     targets, p90s = saved["targets"], saved.get("p90s", {})
-    cells = [verdict.judge(summaries, w, level, targets[w][level]) for w in targets for level in levels]
+    named = sorted({s.controller for s in summaries if s.controller is not None})
+    labels: list[str | None] = list(named) if len(named) > 1 else [None]
+    cells = [
+        verdict.judge(summaries, w, level, targets[w][level], label)
+        for w in targets
+        for level in levels
+        for label in labels
+    ]
     tables = [
         report.levels_table(p90s, targets),
         report.cell_table(cells),

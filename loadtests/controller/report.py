@@ -59,8 +59,9 @@ def cell_table(cells: Sequence[Cell]) -> str:
         p90 = ", ".join(f"{SHORT[s]} {spread(v, 3)}" for s, v in c.adaptive_p90.items()) or "-"
         failed = [f"{name}: {detail}" for name, ok, detail in c.checks if not ok]
         verdict = "PASS" if c.passed else "FAIL: " + "; ".join(failed)
+        level = c.level if c.controller is None else f"{c.level} ({c.controller})"
         lines.append(
-            f"| {c.workload} | {c.level} | {targets_text(c.targets)} | {spread(c.direct)} | {reference} | "
+            f"| {c.workload} | {level} | {targets_text(c.targets)} | {spread(c.direct)} | {reference} | "
             f"{spread(c.adaptive)} | {spread(c.adaptive_goodput)} | {p90} | {c.infeasible_reports} | "
             f"{c.client_cpu_max:.0%} | {verdict} |"
         )

@@ -32,6 +32,8 @@ def gateway_config(engine_url: str, mode: Mode, targets: Mapping[str, float]) ->
     controller: dict[str, object] = {"algorithm": mode.algorithm}
     if mode.limit is not None:
         controller["params"] = {"limit": mode.limit}
+    elif mode.controller is not None and mode.controller.params:
+        controller["params"] = dict(mode.controller.params)
     return {
         "backends": [engine_url],
         "sla": {f"{signal}_p90": round(value, 4) for signal, value in targets.items()},
@@ -115,6 +117,7 @@ def summarize(
         mode=mode.name,
         kind=kind,
         level=mode.level,
+        controller=None if mode.controller is None else mode.controller.label,
         throughput=result.tokens_per_s(),
         goodput={level: result.tokens_per_s(dict(t)) for level, t in targets.items()},
         p90=result.p90s(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtests.controller import plan
+from loadtests.controller import plan, runner
 from loadtests.controller.matrix import Workload
 
 
@@ -30,7 +30,7 @@ def test_fixed_limits_are_a_quarter_of_the_knee_the_knee_and_twice_it() -> None:
 
 def test_runs_are_interleaved_every_mode_once_per_repetition() -> None:
     workload = Workload("w", "completions", True, (400, 400), (112, 112))
-    modes = plan.modes([8, 16], ["loose", "tight"], "sla")
+    modes = plan.modes([8, 16], ["loose", "tight"], [plan.Controller("sla", "sla")])
     assert [m.name for m in modes] == ["direct", "fixed-8", "fixed-16", "sla-loose", "sla-tight"]
     order = [(r.repetition, r.mode.name) for r in plan.schedule(workload, modes, 2)]
     names = [m.name for m in modes]
@@ -38,11 +38,23 @@ def test_runs_are_interleaved_every_mode_once_per_repetition() -> None:
 
 
 def test_modes_can_be_restricted_by_kind() -> None:
-    modes = plan.modes([8], ["tight"], "aimd", only=["direct", "adaptive"])
+    modes = plan.modes([8], ["tight"], [plan.Controller("aimd", "aimd")], only=["direct", "adaptive"])
     assert [(m.name, m.algorithm, m.level) for m in modes] == [
         ("direct", None, None),
         ("aimd-tight", "aimd", "tight"),
     ]
+
+
+def test_a_controller_with_other_parameters_runs_beside_the_default_in_each_repetition() -> None:
+    variant = plan.Controller.parse('u95=sla{"increase_below": 0.95}')
+    assert variant == plan.Controller("u95", "sla", {"increase_below": 0.95})
+    assert plan.Controller.parse("gradient") == plan.Controller("gradient", "gradient")
+    modes = plan.modes([8], ["tight"], [plan.Controller.parse("sla"), variant], only=["adaptive"])
+    assert [(m.name, m.algorithm) for m in modes] == [("sla-tight", "sla"), ("u95-tight", "sla")]
+    config = runner.gateway_config("http://engine", modes[1], {"ttft": 1.0})
+    assert config["controller"] == {"algorithm": "sla", "params": {"increase_below": 0.95}}
+    with pytest.raises(ValueError):
+        plan.Controller.parse('u95=sla{"increase_below"}')
 
 
 def test_the_estimate_counts_every_run_its_drain_and_overheads() -> None:

@@ -75,3 +75,15 @@ def test_where_meeting_the_sla_costs_throughput_goodput_is_the_target() -> None:
     assert cell.reference == "fixed-8" and cell.passed, cell.checks
     short = judge(runs([(800.0, 700.0, 0.55)] * 3), "w", "tight", targets)
     assert [name for name, ok, _ in short.checks if not ok] == ["goodput"]
+
+
+def test_an_sla_only_the_controller_met_is_feasible_and_judged_on_the_most_fixed_goodput() -> None:
+    # TTFT 0.4 s: no fixed limit of the sweep meets it (fixed-8 reads 0.5 s), the controller does.
+    targets = {"ttft": 0.4}
+    cell = judge(runs([(950.0, 790.0, 0.35)] * 3), "w", "tight", targets)
+    assert cell.feasible and cell.reference_goodput == 900.0 and not cell.passed
+    assert [name for name, ok, _ in cell.checks if not ok] == ["goodput"]
+    better = judge(runs([(900.0, 880.0, 0.35)] * 3), "w", "tight", targets)
+    assert better.passed, better.checks
+    missed = judge(runs([(900.0, 880.0, 0.5)] * 3, infeasible=False), "w", "tight", targets)
+    assert not missed.feasible and not missed.passed
