@@ -12,7 +12,8 @@ gateway.limits.sla_params with their defaults):
     limit not binding and r <= 1                     hold                   not_binding
     r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
                                                      throughput climb below  sla_infeasible
-    r > 1, a cut under `settle` ago, or the front end's delay over target under 2 x `probe_dwell`
+    r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell`, or a
+    floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
     r > 1, a lower L' measured with r' < r           L <- L - (r - 1)(L - L') / (r - r')   p90_over_target
     r > 1, none, r <= 1 + 2p                         L <- max(L / r, L - max(1, p L))      p90_over_target
@@ -33,10 +34,12 @@ Why each rule:
   periods and traffic that bypasses the gateway cannot move it.
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine;
   the limit goes where it delivered most and keeps probing upward, since latency is missed anyway
-  and throughput is all that is left to win. A batching engine's rate rises with its batch until
-  the KV cache is full, so the first probe goes there at once rather than in steps of q L, each of
-  which costs a settle and a dwell (a minute from a cut limit on a real engine); a jump kept does
-  not double the next step, which would overshoot by twice the cache.
+  and throughput is all that is left to win. A floor waits, held, until the lowest limit has been
+  measured for `floor_dwell`: a slowdown that passes (a cold start) looks like one for a few
+  seconds, and cutting on meanwhile would cascade to the floor limit. A batching engine's rate
+  rises with its batch until the KV cache is full, so the first probe goes there at once rather
+  than in steps of q L, each of which costs a settle and a dwell (a minute from a cut limit on a
+  real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
   (at least the median e2e) would act on the same evidence again and cascade to the floor. For
   the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
@@ -174,6 +177,11 @@ class SLALimit:
         if since is not None and obs.now - since < 2 * self.params.probe_dwell:
             # The front end's own delay is over target: hold while it shows whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
+        if along_the_limit(self.ledger.fresh(obs.now), signal, obs.floor, span=self.params.floor_span):
+            # A floor on less than `floor_dwell` seconds here: hold while it shows whether it lasts.
+            return decide(
+                obs, limit, "insufficient_samples", f"{signal} over target here as a span above: a floor?"
+            )
         if self._last_move is Direction.DOWN and obs.since_change < settle:
             return decide(
                 obs,
@@ -223,6 +231,7 @@ class SLALimit:
                 signal,
                 obs.floor,
                 span=self.params.floor_span,
+                dwell=self.params.floor_dwell,
             )
         if found is not None:
             self._floor_found = (found, obs.now + self.params.floor_memory)

@@ -20,7 +20,10 @@ Two proofs, either enough:
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
-  limit where latency is missed.
+  limit where latency is missed. L0 has been measured for `dwell` seconds since it settled: a
+  slowdown that passes (the engine busy for a few seconds, the first seconds of a cold start)
+  shows at a limit and at the one a cut leads to alike, and a floor proven on it would hold the
+  limit at the KV cache's size for `floor_memory`; the caller holds L0 while the proof waits.
 The floor reported is, per signal over target, the lowest P90 measured at any limit (or the part
 spent outside the engine).
 No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
@@ -79,15 +82,16 @@ class FrontEndDelay:
 
 
 def along_the_limit(
-    entries: Sequence[Entry], signal: Signal, floor: int, *, span: float
+    entries: Sequence[Entry], signal: Signal, floor: int, *, span: float, dwell: float = 0.0
 ) -> dict[Signal, float] | None:
-    """The floor proven by the ledger's entries (sorted by limit), else None."""
+    """The floor proven by the ledger's entries (sorted by limit), else None; with the lowest
+    limit measured for at least `dwell` seconds."""
     points = [e for e in entries if e.ratio is not None]
     if not points:
         return None
     low = points[0]
     assert low.ratio is not None
-    if low.ratio <= 1.0 or low.p90 is None:
+    if low.ratio <= 1.0 or low.p90 is None or low.seconds < dwell:
         return None
     lines = []
     for high in points[1:]:

@@ -44,6 +44,8 @@ class SLAParams:
     half_life: float = _param(10.0, 0.0, low_open=True)
     memory: float = _param(30.0, 0.0, low_open=True)
     floor_memory: float = _param(120.0, 0.0)
+    floor_dwell: float = _param(4.0, 0.0)
+    """Seconds the lowest limit is measured, held, before it proves a latency floor."""
     knee_memory: float = _param(60.0, 0.0)
     """Seconds a limit measured at or over u keeps growth below it to one proportional step."""
     evidence_alpha: float = _param(0.01, 0.0, 1.0)

@@ -45,10 +45,27 @@ def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) 
     for t in range(5):
         a.update(measured(obs, 16, 0.95, 90.0 + t, tokens=2000.0))  # the most throughput
     a.update(measured(obs, 16, 1.5, 96.0, tokens=2000.0))
-    d = a.update(measured(obs, 8, 1.45, 100.0, tokens=1000.0))
     # Halving the limit left P90 at 1.45x: a line through (8, 1.45) and (16, 1.5) is over 1 at 1.
+    # It is a floor once 8 has been measured for `probe_dwell` (4 s), held meanwhile.
+    held = [a.update(measured(obs, 8, 1.45, 100.0 + t, tokens=1000.0)) for t in range(5)]
+    assert [(d.reason, d.limit) for d in held[:4]] == [("insufficient_samples", 8)] * 4
+    d = held[-1]
     assert d.sla_infeasible and d.latency_floor == {"ttft": 1.45}
     assert (d.reason, d.limit) == ("sla_infeasible", 16)
+
+
+def test_a_slowdown_that_passes_within_the_dwell_proves_no_floor(obs: ObsFactory) -> None:
+    # A cold start: 16 and then 8 over target alike for two seconds, then 8 meets it. No floor is
+    # declared (it would hold the limit at what the KV cache holds for two minutes) and the
+    # limit is not cut further while the floor is in doubt.
+    a = algo()
+    a.update(measured(obs, 16, 1.5, 96.0))
+    doubt = [a.update(measured(obs, 8, 1.45, 100.0 + t)) for t in range(2)]
+    assert [(d.reason, d.limit) for d in doubt] == [("insufficient_samples", 8)] * 2
+    d = a.update(measured(obs, 8, 0.6, 102.0))
+    assert not d.sla_infeasible and d.latency_floor is None
+    later = [a.update(measured(obs, 8, 0.6, 103.0 + t)) for t in range(5)]
+    assert not any(d.sla_infeasible for d in later)
 
 
 def outside(obs: ObsFactory, now: float, limit: int = 12, **kw: object) -> Observation:

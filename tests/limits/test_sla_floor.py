@@ -31,6 +31,13 @@ def test_limits_closer_than_the_span_prove_nothing() -> None:
     assert along_the_limit([entry(1, 1.5, 0.02)], "tpot", 1, span=2.0) == {"tpot": 0.02}
 
 
+def test_the_lowest_limit_proves_a_floor_only_once_measured_for_the_dwell() -> None:
+    entries = [entry(5, 1.07, 0.016), entry(12, 1.05, 0.0158)]  # 5 measured for 1 s
+    assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) is None
+    entries[0].seconds = 4.0
+    assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) == {"tpot": 0.0158}
+
+
 def delayed(now: float, limit: int) -> Observation:
     """TTFT 1.3 s at the proxy, 0.1 s in the engine: 1.2 s spent before the engine saw the request."""
     stats = engine_stats(at=now - 0.5, ttft_p90=0.1)
