@@ -121,14 +121,15 @@ class Observation:
     queued: int
     """Requests waiting in the gateway that this backend could serve."""
     p90: dict[Signal, float]
-    """Window P90 per signal over samples dispatched since the last limit change."""
+    """Window P90 per signal over samples dispatched since the epoch began (`since_change`)."""
     p50: dict[Signal, float]
     sample_count: int
     engine_stats: EngineStats | None = None
     preemptions_delta: float = 0.0
     """Preemptions counted by the backend since the previous tick."""
     since_change: float = 0.0
-    """Seconds since the limit last changed."""
+    """Seconds since the evidence's epoch began: the limit last changed, or it filled up after a
+    quiet spell (gateway.limiter.limiter)."""
     min_samples: int = 1
     """Samples needed since the last change before latency may move the limit."""
     p90_e2e_per_token: float | None = None

@@ -14,6 +14,11 @@ Rules:
   change shows within a few seconds instead of when the whole window has turned over; `state()`
   and `p90()` report the whole window.
 - When the limit changes a new epoch starts: the evidence of the old limit no longer counts.
+- So it does when the limit fills up after `QUIET` seconds in which it never did (and the first
+  time it fills): the requests that filled it were sent together, and requests that start together
+  prefill together, so their latency describes the burst and not the limit. On the real engine the
+  first batch of a fresh gateway read 1.2-3.3x the TPOT target at a limit that met it afterwards,
+  and the controller cut on it within two seconds.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - Every rise of the limit in force wakes whoever waits for capacity.
@@ -24,6 +29,7 @@ Rules:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -31,7 +37,7 @@ from gateway.limiter.ceiling import KVCeiling
 from gateway.limiter.counters import CounterDelta
 from gateway.limiter.evidence import Evidence
 from gateway.limiter.slots import InFlight, Slot
-from gateway.limits.base import LimitAlgorithm, clamp
+from gateway.limits.base import LimitAlgorithm, clamp, is_binding
 from gateway.types import (
     Clock,
     Decision,
@@ -43,6 +49,9 @@ from gateway.types import (
     StreamProgress,
 )
 from gateway.window import nearest_rank
+
+QUIET = 2.0
+"""Seconds without the limit binding after which the requests that fill it again are a burst."""
 
 
 class Limiter:
@@ -91,7 +100,9 @@ class Limiter:
         self._last_decision: Decision | None = None
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
-        self._evidence.start_epoch(self._last_change_at)
+        self._binding_at = -math.inf  # the last tick at which the limit held traffic back
+        self._epoch_at = self._last_change_at
+        self._start_epoch(self._last_change_at)
 
     def notify_capacity(self, on_capacity: Callable[[], None]) -> None:
         """Call `on_capacity` when a release leaves room or the limit rises: set by whoever queues
@@ -174,7 +185,7 @@ class Limiter:
         if new != self._limit:
             self._limit = new
             self._last_change_at = self._clock()
-            self._evidence.start_epoch(self._last_change_at)
+            self._start_epoch(self._last_change_at)
         self._inflight.set_limit(min(self._limit, self._ceiling))
 
     # -- scrape loop --------------------------------------------------------------------------
@@ -230,7 +241,7 @@ class Limiter:
             sample_count=len(evidence) + sum(map(len, live.values())),
             engine_stats=self._engine_stats,
             preemptions_delta=self._preemptions.take(),
-            since_change=now - self._last_change_at,
+            since_change=now - self._epoch_at,
             min_samples=self._min_samples,
             p90_e2e_per_token=nearest_rank(evidence.per_token_values(self._control_samples), 0.9),
             counts=counts,
@@ -248,13 +259,22 @@ class Limiter:
         if new != decision.limit:
             decision = replace(decision, limit=new, direction=_direction(self._limit, new))
         self._inflight.reset_peak()
+        binding = is_binding(obs)
         if new != self._limit:
             self._limit = new
             self._last_change_at = now
-            evidence.start_epoch(now)
+            self._start_epoch(now)
+        elif binding and now - self._binding_at > QUIET:
+            self._start_epoch(now)  # filled by a burst
+        if binding:
+            self._binding_at = now
         self._inflight.set_limit(self._limit)
         self._last_decision = decision
         return decision
+
+    def _start_epoch(self, at: float) -> None:
+        self._epoch_at = at
+        self._evidence.start_epoch(at)
 
     # -- introspection ------------------------------------------------------------------------
 

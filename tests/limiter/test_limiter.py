@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from limiter_helpers import Counter, Progress
 
 from gateway.limiter import Limiter, Slot
+from gateway.limiter.limiter import QUIET
 from gateway.limits import create
 from gateway.types import SLA, Decision, Direction, EngineStats, Observation, Sample
 from tests.clock import FakeClock
@@ -25,6 +26,14 @@ def limiter(
 
 def fill(lim: Limiter) -> list[Slot]:
     return [lim.acquire() for _ in range(lim.limit)]
+
+
+def busy(lim: Limiter) -> None:
+    """A limit that has been binding: the burst that first filled it started an epoch of its own."""
+    slots = fill(lim)
+    lim.tick(queued=0)
+    for s in slots:
+        s.release(None)
 
 
 def finish(slots: list[Slot], clock: FakeClock, ttft: float) -> None:
@@ -77,6 +86,7 @@ def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
 
 def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
     lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    busy(lim)
     slots = fill(lim)
     finish(slots[:2], clock, ttft=3.0)
     assert lim.tick(queued=0).reason == "insufficient_samples"  # two slow ones could be chance
@@ -91,6 +101,29 @@ def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
     assert lim.state()["samples"] == 0
     # ...and the next tick waits for fresh evidence instead of cutting again.
     assert lim.tick(queued=0).reason == "insufficient_samples"
+
+
+def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
+    # Eight requests sent together into a limit that held nothing back for QUIET seconds start
+    # together and prefill together: their latency describes the burst, not the limit of 8.
+    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    clock.now += QUIET + 1
+    assert lim.tick(queued=0).limit == 8  # nothing in flight
+    burst_at = clock.now
+    slots = fill(lim)
+    clock.now += 1
+    assert lim.tick(queued=3).limit == 8  # the burst binds: a new epoch from here
+    for s in slots:
+        s.release(Sample(dispatched_at=burst_at, e2e=2.0, ttft=3.0))
+    assert lim.state()["samples"] == 0
+    clock.now += 1
+    d = lim.tick(queued=3)
+    assert (d.reason, d.limit) == ("insufficient_samples", 8)
+    # Requests sent since, as slots freed, are the limit's evidence: those cut it.
+    slots = fill(lim)
+    finish(slots, clock, ttft=3.0)
+    d = lim.tick(queued=3)
+    assert (d.reason, d.limit) == ("p90_over_target", 4)
 
 
 def test_peak_inflight_resets_each_tick() -> None:
