@@ -113,20 +113,30 @@ def _meets_median(runs: Sequence[RunSummary], targets: Mapping[str, float]) -> b
     return True
 
 
-def reference(
-    runs: Sequence[RunSummary], level: str, targets: Mapping[str, float]
-) -> tuple[str | None, float | None]:
-    """The fixed limit with the most median goodput among those meeting the SLA; direct if none."""
+def _reference_modes(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
+    """The fixed and direct runs by mode."""
     by_mode: dict[str, list[RunSummary]] = {}
     for r in runs:
         if r.kind in ("fixed", "direct"):
             by_mode.setdefault(r.mode, []).append(r)
+    return by_mode
+
+
+def _median_goodput(group: Sequence[RunSummary], level: str) -> float:
+    return median(r.goodput.get(level, 0.0) for r in group)
+
+
+def reference(
+    runs: Sequence[RunSummary], level: str, targets: Mapping[str, float]
+) -> tuple[str | None, float | None]:
+    """The fixed limit with the most median goodput among those meeting the SLA; direct if none."""
+    by_mode = _reference_modes(runs)
     best: tuple[str | None, float | None] = (None, None)
     for kind in ("fixed", "direct"):
         for mode, group in by_mode.items():
             if group[0].kind != kind or not _meets_median(group, targets):
                 continue
-            value = median(r.goodput.get(level, 0.0) for r in group)
+            value = _median_goodput(group, level)
             if best[1] is None or value > best[1]:
                 best = (mode, value)
         if best[0] is not None:
@@ -136,11 +146,7 @@ def reference(
 
 def most_goodput(runs: Sequence[RunSummary], level: str) -> float:
     """The most median goodput at `level` that any fixed limit (or direct) delivered."""
-    by_mode: dict[str, list[float]] = {}
-    for r in runs:
-        if r.kind in ("fixed", "direct"):
-            by_mode.setdefault(r.mode, []).append(r.goodput.get(level, 0.0))
-    return max((median(values) for values in by_mode.values()), default=0.0)
+    return max((_median_goodput(g, level) for g in _reference_modes(runs).values()), default=0.0)
 
 
 def _throughput_checks(cell: Cell, direct: Sequence[RunSummary], adaptive: Sequence[RunSummary]) -> None:
