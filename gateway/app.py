@@ -235,15 +235,17 @@ class Gateway:
         ]
         await send_json(send, 200, {"object": "list", "data": data})
 
-    async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def health(self) -> tuple[int, dict[str, object]]:
+        """What /health answers: 200 while some backend is in rotation, else 503 (and while stopping).
+        Also read by the probe port's thread (gateway.probe_server): it only reads."""
         if self.stopping:
-            await send_json(send, 503, {"status": "shutting down", "backends_up": []})
-            return
+            return 503, {"status": "shutting down", "backends_up": []}
         now = self.clock()
-        up = [b.name for b in self.pool.backends if b.in_rotation(now)]
-        await send_json(
-            send, 200 if up else 503, {"status": "ok" if up else "no healthy backend", "backends_up": up}
-        )
+        up = [b.name for b in list(self.pool.backends) if b.in_rotation(now)]
+        return (200 if up else 503), {"status": "ok" if up else "no healthy backend", "backends_up": up}
+
+    async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send_json(send, *self.health())
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(

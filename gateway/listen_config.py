@@ -62,6 +62,8 @@ class AdminConfig:
     host: str = "127.0.0.1"
     port: int | None = None
     """Set: /metrics and /admin/* are served on this port only, not on the public one."""
+    probe_port: int | None = None
+    """Set: /health and /live are answered on this port from a thread (gateway.probe_server)."""
 
 
 LISTEN_KEYS = {
@@ -103,16 +105,30 @@ def parse_listen_limits(r: ConfigReader, listen: Mapping[str, Any]) -> ListenLim
 
 def parse_admin(r: ConfigReader, data: Mapping[str, Any], public_port: int) -> AdminConfig:
     admin = r.section(data, "admin", "")
-    r.unknown(admin, {"api_key", "api_key_env", "host", "port"}, "admin.")
+    r.unknown(admin, {"api_key", "api_key_env", "host", "port", "probe_port"}, "admin.")
     host = admin.get("host", default(AdminConfig, "host"))
     if not isinstance(host, str) or not host:
         r.problems.append("admin.host: must be a host name or address")
         host = default(AdminConfig, "host")
-    port: int | None = None
-    if admin.get("port") is not None:
-        port = r.number(admin, "port", 0, "admin.", minimum=1, integer=True)
-        if port is not None and port > 65535:
-            r.problems.append(f"admin.port: must be <= 65535, got {port}")
-        elif port == public_port:
-            r.problems.append(f"admin.port: must differ from listen.port ({public_port})")
-    return AdminConfig(api_key=r.secret(admin, "api_key", "admin."), host=host, port=port or None)
+    taken = {public_port: "listen.port"}
+    port = _port(r, admin, "port", taken)
+    probe_port = _port(r, admin, "probe_port", taken)
+    return AdminConfig(
+        api_key=r.secret(admin, "api_key", "admin."), host=host, port=port, probe_port=probe_port
+    )
+
+
+def _port(r: ConfigReader, admin: Mapping[str, Any], key: str, taken: dict[int, str]) -> int | None:
+    """`admin.<key>`, a port no other listener in `taken` has (it is added there)."""
+    if admin.get(key) is None:
+        return None
+    port = r.number(admin, key, 0, "admin.", minimum=1, integer=True)
+    if port is None:
+        return None
+    if port > 65535:
+        r.problems.append(f"admin.{key}: must be <= 65535, got {port}")
+    elif port in taken:
+        r.problems.append(f"admin.{key}: must differ from {taken[port]} ({port})")
+    else:
+        taken[int(port)] = f"admin.{key}"
+    return int(port)

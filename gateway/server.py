@@ -8,9 +8,10 @@
   all pending ones at once as the loop's own server does, so a burst cannot stall running requests.
 - Collector. Once the application has started, its full passes are spaced out (gateway/gc_pacing.py).
 - Listeners. The public one, and with `admin.port` a second one for /metrics and /admin/*; both
-  run the same application (which routes by listener) under one server and one lifespan. Under
-  `--workers` the supervisor binds the public socket and each worker binds the admin one with
-  SO_REUSEPORT, as the public one is.
+  run the same application (which routes by listener) under one server and one lifespan. With
+  `admin.probe_port` a third, answered from a thread (gateway/probe_server.py) from the start of
+  the application to the end of the shutdown. Under `--workers` the supervisor binds the public
+  socket and each worker binds the others with SO_REUSEPORT, as the public one is.
 - Signals. SIGHUP reloads the config. SIGTERM or SIGINT starts the shutdown; a second one ends the
   grace at once. The process then exits 0: a shutdown asked for is not a failure.
 - Shutdown. At once: stop accepting, answer every queued request 503 (and any new one on a kept-
@@ -28,7 +29,7 @@ import logging
 import resource
 import signal
 import socket
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any, Protocol
 
 import uvicorn
@@ -40,6 +41,7 @@ from gateway.connection_cap import Connections
 from gateway.gc_pacing import pace_full_collections
 from gateway.listen_config import ListenLimits
 from gateway.listener import GuardedProtocol
+from gateway.probe_server import ProbeServer
 
 log = logging.getLogger("gateway.server")
 
@@ -65,6 +67,8 @@ class Lifecycle(Protocol):
     def end_requests(self) -> None: ...
 
     def reload(self) -> object: ...
+
+    def health(self) -> tuple[int, Mapping[str, object]]: ...
 
 
 class GatewayApp(Lifecycle, Protocol):
@@ -102,31 +106,41 @@ def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = BACKL
 
 
 def listeners(config: GatewayConfig, public: socket.socket | None) -> list[socket.socket]:
-    """The public socket (given by a worker supervisor, or bound here) and the admin one, if any."""
+    """The public socket (given by a worker supervisor, or bound here), then the admin one and the
+    probe one, each if configured."""
     sockets = [public if public is not None else bind(config.host, config.port)]
     try:
-        if config.admin.port is not None:
-            sockets.append(bind(config.admin.host, config.admin.port, reuse_port=public is not None))
+        for port in (config.admin.port, config.admin.probe_port):
+            if port is not None:
+                sockets.append(bind(config.admin.host, port, reuse_port=public is not None))
     except OSError:
-        sockets[0].close()
+        for sock in sockets:
+            sock.close()
         raise
     return sockets
 
 
 class GatewayServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Lifecycle) -> None:
+    def __init__(self, config: uvicorn.Config, app: Lifecycle, probe: socket.socket | None = None) -> None:
+        """`probe`: the probe port's socket, answered from a thread rather than by an acceptor."""
         super().__init__(config)
         self._app = app
         self._grace_over = asyncio.Event()
         self._acceptors: list[Acceptor] = []
+        self._probe_socket = probe
+        self._probe: tuple[ProbeServer, asyncio.Task[None]] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """The application's lifespan startup, the collector paced (gateway/gc_pacing.py), then an
-        acceptor on each listening socket."""
+        """The application's lifespan startup, the collector paced (gateway/gc_pacing.py), then the
+        probe port's thread and an acceptor on each listening socket."""
         await self.lifespan.startup()
         if self.lifespan.should_exit:
             raise SystemExit(STARTUP_FAILURE)
         pace_full_collections()
+        if self._probe_socket is not None:
+            probe = ProbeServer(self._probe_socket, self._app.health)
+            probe.start()
+            self._probe = (probe, asyncio.create_task(probe.heartbeat()))
         self._acceptors = [Acceptor(sock, self._new_protocol) for sock in sockets or []]
         self.started = True
 
@@ -171,6 +185,11 @@ class GatewayServer(uvicorn.Server):
                     connection.transport.abort()
                 await self._requests_done(END_MARGIN)
         await self.lifespan.shutdown()
+        if self._probe is not None and self._probe_socket is not None:
+            probe, heartbeat = self._probe
+            heartbeat.cancel()
+            await asyncio.to_thread(probe.close)
+            self._probe_socket.close()
 
     async def _requests_done(self, seconds: float, interrupt: asyncio.Event | None = None) -> bool:
         """Wait until no request runs (True), `seconds` pass or `interrupt` is set (False)."""
@@ -212,10 +231,12 @@ async def serve(
         date_header=False,
     )
     sockets = listeners(config, public)
-    for sock, what in zip(sockets, ("serving", "metrics and admin"), strict=False):
+    probe = sockets.pop() if config.admin.probe_port is not None else None
+    named = [*zip(sockets, ("serving", "metrics and admin"), strict=False)]
+    for sock, what in [*named, *([(probe, "health probes")] if probe is not None else [])]:
         host, port = sock.getsockname()[:2]
         log.info("%s on http://%s:%d", what, f"[{host}]" if ":" in host else host, port)
-    await GatewayServer(uv_config, app).serve(sockets=sockets)
+    await GatewayServer(uv_config, app, probe).serve(sockets=sockets)
 
 
 def run(

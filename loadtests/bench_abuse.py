@@ -45,8 +45,8 @@ class Row:
     attack: str
     gateway: str
     seen: watch.Observed
-    admin: watch.Observed | None
-    """/health probes on the admin listener (a checkout without one: None)."""
+    listeners: dict[str, watch.Observed]
+    """/health probes on the admin and the probe listeners, by name (a checkout without one: absent)."""
     lag: tuple[float, float] | None
     left: tuple[int, int] | None
     alive: bool
@@ -63,14 +63,21 @@ def gateway_config(sims: list[Proc], *, current: bool) -> dict[str, object]:
     }
     if current:  # keys an older checkout does not know
         config["listen"] = {"write_timeout": 5}
-        config["admin"] = {"port": free_port()}
+        config["admin"] = {"port": free_port(), "probe_port": free_port()}
     return config
 
 
-def admin_port(config: dict[str, object]) -> int | None:
-    """The port of the gateway's admin listener (/health, /metrics, /admin/*), if it has one."""
+LISTENERS = {"admin": "port", "probe": "probe_port"}
+"""The listeners /health is probed on besides the public one, and their `admin.` keys."""
+
+
+def listener_ports(config: dict[str, object]) -> dict[str, int]:
+    """The ports of the gateway's admin listener (/health, /metrics, /admin/*) and probe listener
+    (/health from a thread), those it has."""
     admin = config.get("admin")
-    return admin.get("port") if isinstance(admin, dict) else None
+    if not isinstance(admin, dict):
+        return {}
+    return {name: admin[key] for name, key in LISTENERS.items() if admin.get(key) is not None}
 
 
 def start_gateway(root: Path, config: dict[str, object], path: Path) -> tuple[Proc, dict[str, object]]:
@@ -91,8 +98,8 @@ async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seco
         path = Path(tmp) / "gateway.yaml"
         gw, config = start_gateway(root, gateway_config(sims, current=root == ROOT), path)
         target = Target(int(gw.url.rsplit(":", 1)[1]), gw.pid, MODEL, path, config)
-        admin = admin_port(config)
-        admin_url = gw.url if admin is None else f"http://127.0.0.1:{admin}"
+        ports = listener_ports(config)
+        admin_url = f"http://127.0.0.1:{ports['admin']}" if "admin" in ports else gw.url
         try:
             before = await watch.lag_buckets(admin_url)
             seen, stop = watch.Observed(), asyncio.Event()
@@ -101,10 +108,8 @@ async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seco
                 watch.probe_health(target.port, seen, stop),
                 watch.legit_load(gw.url, MODEL, seen, stop),
             ]
-            admin_seen = None
-            if admin is not None:
-                admin_seen = watch.Observed()
-                tasks.append(watch.probe_health(admin, admin_seen, stop))
+            listeners = {name: watch.Observed() for name in ports}
+            tasks += [watch.probe_health(ports[name], listeners[name], stop) for name in listeners]
             if attack != BASELINE:
                 tasks.append(ATTACKS[attack](target, stop))
             running = asyncio.gather(*tasks)
@@ -117,11 +122,19 @@ async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seco
             tracebacks = gw.stderr().count("Traceback")
         finally:
             gw.stop()
-    return Row(attack, label, seen, admin_seen, lag, left, alive, tracebacks, target.counts)
+    return Row(attack, label, seen, listeners, lag, left, alive, tracebacks, target.counts)
 
 
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:,.1f}"
+
+
+def percentiles(seen: watch.Observed | None) -> str:
+    """/health P50 / P99 of one listener's prober, with its failures; `-` without one."""
+    if seen is None:
+        return "-"
+    text = f"{ms(seen.health(0.5))} / {ms(seen.health(0.99))}"
+    return text + (f" ({seen.probe_failures} failed)" if seen.probe_failures else "")
 
 
 def table(rows: list[Row], seconds: float) -> str:
@@ -132,22 +145,20 @@ def table(rows: list[Row], seconds: float) -> str:
         "",
         "| attack | gateway | RSS max (MB) | loop lag P99 / max (ms) | /health P50 / P99 (ms) "
         "| /health failed | /health on the admin port P50 / P99 (ms) "
+        "| /health on the probe port P50 / P99 (ms) "
         "| requests ok / failed | in flight, queued after | tracebacks | attack |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lag = "n/a" if r.lag is None else f"{ms(r.lag[0])} / <= {ms(r.lag[1])}"
         left = "gone" if not r.alive else "n/a" if r.left is None else f"{r.left[0]}, {r.left[1]}"
         errors = ", ".join(f"{k}: {v}" for k, v in r.seen.errors.items())
         failed = f"{r.seen.failed}" + (f" ({errors})" if errors else "")
-        admin = "-"
-        if r.admin is not None:
-            admin = f"{ms(r.admin.health(0.5))} / {ms(r.admin.health(0.99))}"
-            admin += f" ({r.admin.probe_failures} failed)" if r.admin.probe_failures else ""
+        others = " | ".join(percentiles(r.listeners.get(name)) for name in LISTENERS)
         lines.append(
             f"| {r.attack} | {r.gateway} | {r.seen.rss_max:,.0f} | {lag} "
             f"| {ms(r.seen.health(0.5))} / {ms(r.seen.health(0.99))} "
-            f"| {r.seen.probe_failures} of {len(r.seen.probes)} | {admin} "
+            f"| {r.seen.probe_failures} of {len(r.seen.probes)} | {others} "
             f"| {r.seen.ok:,} / {failed} | {left} "
             f"| {r.tracebacks} | {', '.join(f'{k} {v:,}' for k, v in r.counts.items())} |"
         )

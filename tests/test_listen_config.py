@@ -49,7 +49,7 @@ def test_every_problem_is_named() -> None:
                     "max_header_bytes": 100,
                     "backlog": 5,
                 },
-                "admin": {"port": 8080, "api_key_env": "UNSET_ADMIN_KEY", "colour": 1},
+                "admin": {"port": 8080, "probe_port": 8080, "api_key_env": "UNSET_ADMIN_KEY", "colour": 1},
             },
             env={},
         )
@@ -60,6 +60,7 @@ def test_every_problem_is_named() -> None:
         "listen.max_header_bytes: must be >= 1024",
         "listen.backlog: unknown key",
         "admin.port: must differ from listen.port (8080)",
+        "admin.probe_port: must differ from listen.port (8080)",
         "admin.api_key_env: environment variable 'UNSET_ADMIN_KEY' is not set",
         "admin.colour: unknown key",
     ):

@@ -72,3 +72,14 @@ def test_metrics_and_admin_can_have_their_own_listener(sim: Proc) -> None:
             assert httpx.get(f"{admin}{path}").status_code == 200
         assert httpx.get(f"{admin}/v1/models").status_code == 404
         assert httpx.get(f"{gw.url}/health").status_code == httpx.get(f"{admin}/health").status_code == 200
+
+
+def test_probes_have_a_port_of_their_own_answered_off_the_event_loop(sim: Proc) -> None:
+    probe_port = free_port()
+    config = {"backends": [sim.url], "admin": {"host": "127.0.0.1", "probe_port": probe_port}}
+    with spawn_gateway(config, ready="/v1/models") as gw:
+        probe = f"http://127.0.0.1:{probe_port}"
+        assert httpx.get(f"{probe}/health").json() == httpx.get(f"{gw.url}/health").json()
+        assert httpx.get(f"{probe}/live").json() == {"status": "ok"}
+        assert httpx.get(f"{probe}/v1/models").status_code == 404
+        assert httpx.get(f"{gw.url}/live").status_code == 404  # only the probe port has it

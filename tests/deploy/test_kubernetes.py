@@ -70,14 +70,17 @@ def test_deployment_runs_three_replicas_of_the_configured_gateway_that_share_sta
     assert args.command == "serve" and args.config == "/etc/llm-gateway/gateway.yaml"
     mounts = {m["mountPath"] for m in container()["volumeMounts"]}
     assert "/etc/llm-gateway" in mounts
-    assert [p["containerPort"] for p in container()["ports"]] == [config.port]
+    assert [p["containerPort"] for p in container()["ports"]] == [config.port, config.admin.probe_port]
 
 
-def test_readiness_is_health_and_termination_outlasts_the_drain() -> None:
+def test_probes_ask_the_probe_port_and_termination_outlasts_the_drain() -> None:
     spec = resources()[("Deployment", "llm-gateway")]["spec"]["template"]["spec"]
     c = container()
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"
-    assert c["livenessProbe"]["httpGet"]["path"] != "/health"  # no backend must not mean restart
+    assert c["livenessProbe"]["httpGet"]["path"] == "/live"  # no backend must not mean restart
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert ports[c[probe]["httpGet"]["port"]] == gateway_config().admin.probe_port
     pause = c["lifecycle"]["preStop"]["sleep"]["seconds"]
     assert spec["terminationGracePeriodSeconds"] > gateway_config().shutdown_grace + pause
 
