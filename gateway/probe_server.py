@@ -51,7 +51,13 @@ ACCEPT_POLL = 0.2
 
 Health = Callable[[], tuple[int, Mapping[str, object]]]
 """The status and body of the loop's /health."""
-_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed"}
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    503: b"Service Unavailable",
+}
 
 
 class ProbeServer:
@@ -133,7 +139,7 @@ class ProbeServer:
                     return
                 head += chunk
             status, payload = self.answer(head)
-            reason = _REASONS.get(status, b"Service Unavailable")
+            reason = _REASONS.get(status, b"")
             conn.sendall(
                 b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                 b"connection: close\r\n\r\n%s"

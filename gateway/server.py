@@ -105,19 +105,23 @@ def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = BACKL
     return sock
 
 
-def listeners(config: GatewayConfig, public: socket.socket | None) -> list[socket.socket]:
-    """The public socket (given by a worker supervisor, or bound here), then the admin one and the
-    probe one, each if configured."""
-    sockets = [public if public is not None else bind(config.host, config.port)]
+PROBES = "health probes"
+"""What the probe port's socket serves (answered by a thread, not by an acceptor)."""
+
+
+def listeners(config: GatewayConfig, public: socket.socket | None) -> list[tuple[str, socket.socket]]:
+    """What each socket serves, and the socket: the public one (given by a worker supervisor, or
+    bound here), then the admin one and the probe one, each if configured."""
+    named = [("serving", public if public is not None else bind(config.host, config.port))]
     try:
-        for port in (config.admin.port, config.admin.probe_port):
+        for what, port in (("metrics and admin", config.admin.port), (PROBES, config.admin.probe_port)):
             if port is not None:
-                sockets.append(bind(config.admin.host, port, reuse_port=public is not None))
+                named.append((what, bind(config.admin.host, port, reuse_port=public is not None)))
     except OSError:
-        for sock in sockets:
+        for _, sock in named:
             sock.close()
         raise
-    return sockets
+    return named
 
 
 class GatewayServer(uvicorn.Server):
@@ -230,12 +234,12 @@ async def serve(
         server_header=False,
         date_header=False,
     )
-    sockets = listeners(config, public)
-    probe = sockets.pop() if config.admin.probe_port is not None else None
-    named = [*zip(sockets, ("serving", "metrics and admin"), strict=False)]
-    for sock, what in [*named, *([(probe, "health probes")] if probe is not None else [])]:
+    named = listeners(config, public)
+    for what, sock in named:
         host, port = sock.getsockname()[:2]
         log.info("%s on http://%s:%d", what, f"[{host}]" if ":" in host else host, port)
+    probe = next((sock for what, sock in named if what == PROBES), None)
+    sockets = [sock for what, sock in named if what != PROBES]
     await GatewayServer(uv_config, app, probe).serve(sockets=sockets)
 
 
