@@ -1,9 +1,10 @@
 """Token timing from an OpenAI/vLLM server-sent-event stream, without decoding every chunk.
 
 The proxy forwards bytes untouched; this only looks at them. An event is `data: {json}\\n\\n`; one
-with non-empty text in `choices` is (at vLLM's default stream interval) one output token. The usage
-chunk (`"choices":[]`, sent with `stream_options.include_usage`) is decoded for exact token counts, and
-an event carrying an `error` object marks the stream failed, as vLLM reports errors on a 200 stream.
+with non-empty text in `choices` is one output token at vLLM's default stream interval, or several
+that vLLM merged because its front end fell behind the engine. The usage chunk (`"choices":[]`, sent
+with `stream_options.include_usage`) is decoded for exact token counts, and an event carrying an
+`error` object marks the stream failed, as vLLM reports errors on a 200 stream.
 """
 
 from __future__ import annotations

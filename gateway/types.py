@@ -52,7 +52,7 @@ class StreamProgress(Protocol):
 
     @property
     def events(self) -> int:
-        """Output events so far (one token each at vLLM's default stream interval)."""
+        """Output events so far: one token each, or several where the server merged them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,20 @@ Three sources, merged at each control tick:
       it; its age counts as a TTFT value, a lower bound, so an engine that stops producing first
       tokens is seen before any of them arrives;
     TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far,
-      max((last - first) / (events - 1), (now - first) / events),
-      the mean gap between its events, or the mean had the next event come now, so a stall shows;
+      max((last - first) / (events - 1), (now - first) / events) / k,
+      the mean gap between its tokens, or the mean had the next event come now, so a stall shows;
       a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
   Streams sent before the epoch began describe the old limit and do not count.
+
+k is the output tokens an event carries. vLLM sends one event per token until its front end falls
+behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so on
+a busy host an event carries several tokens, and a pace per event would read TPOT k times too slow:
+misses at limits that meet the target. A stream's token count is known only when it ends (from `usage`),
+so k is learned from finished streams, `TokensPerEvent`: their tokens over their events, each
+stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream has finished
+k is unknown and the pace does not count: a fresh gateway's first streams would otherwise read
+k times too slow before any evidence of k arrived. Where clients do not ask for `usage` a stream's
+tokens are its events and k is 1: the pace is then per event, as the finished requests' TPOT is.
 
 Percentiles are nearest-rank P90 and P50 per signal over the newest `newest` finished values plus
 the live ones; counts are per signal, because signals arrive at different times (TTFT at the first
@@ -22,7 +32,11 @@ traffic) is taken from the backend's own histogram P90, if that scrape came afte
 and counts as `min_samples` values.
 
 Delivered tokens: output tokens since the previous `take_delivered`, counting each stream's events
-as they arrive and, when a request finishes, the rest of its output tokens; each token once.
+as they arrive, k tokens each (1 before k is known), and, when a request finishes, the rest of its
+output tokens; each token once. The rest corrects the credit to the stream's `usage` both ways, so
+a k that is wrong for one stream moves its tokens between ticks and adds none; without the credit
+a busy front end's merged events would leave a third of the tokens to arrive as whole answers,
+which the rate comparisons read as count noise.
 """
 
 from __future__ import annotations
@@ -35,6 +49,8 @@ from gateway.window import SampleWindow, nearest_rank
 
 PARTIAL_MIN_EVENTS = 8
 """Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
+EVENT_MEMORY = 50
+"""Finished streams the tokens-per-event estimate mostly rests on."""
 
 
 class Percentiles(NamedTuple):
@@ -44,6 +60,26 @@ class Percentiles(NamedTuple):
     """How many values stand behind each P90 (`min_samples` for one read from the backend)."""
     values: dict[Signal, list[float]]
     """The values behind each measured P90, sorted."""
+
+
+class TokensPerEvent:
+    """Output tokens per stream event, learned from finished streams: decayed sums of their tokens
+    over decayed sums of their events (None before any stream finished)."""
+
+    def __init__(self, memory: int = EVENT_MEMORY) -> None:
+        self._keep = 1.0 - 1.0 / memory
+        self._tokens = 0.0
+        self._events = 0.0
+
+    def learn(self, events: int, tokens: int) -> None:
+        """A stream ended after `events` output events carrying `tokens` tokens."""
+        if events > 0 and tokens > 0:
+            self._tokens = self._keep * self._tokens + tokens
+            self._events = self._keep * self._events + events
+
+    @property
+    def value(self) -> float | None:
+        return self._tokens / self._events if self._events > 0 else None
 
 
 class Evidence:
@@ -65,16 +101,22 @@ class Evidence:
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
         self._streams: dict[Hashable, tuple[float, StreamProgress]] = {}
         """Streaming requests in flight: dispatch time and progress."""
-        self._counted: dict[Hashable, int] = {}
+        self._counted: dict[Hashable, float] = {}
         """Output events of each stream in flight already counted as delivered tokens."""
-        self._delivered = 0
+        self._delivered = 0.0
         """Output tokens of finished requests not yet counted, since the previous take."""
-        self._lumped = (0, 0)
+        self._lumped = (0.0, 0)
         """Those tokens and the requests they came from, since the previous `take_lumped`."""
+        self._event_size = TokensPerEvent()
 
     @property
     def epoch_start(self) -> float:
         return self._window.epoch_start
+
+    @property
+    def tokens_per_event(self) -> float | None:
+        """Output tokens a stream event carries, as finished streams showed (None before any)."""
+        return self._event_size.value
 
     @property
     def watching(self) -> int:
@@ -100,14 +142,19 @@ class Evidence:
     def finish(self, key: Hashable, sample: Sample | None) -> None:
         """Stop watching `key`; count the output tokens it delivered that were not counted yet and
         record `sample` if the request finished well."""
-        self._streams.pop(key, None)
-        counted = self._counted.pop(key, 0)
-        if sample is not None:
-            remainder = max(0, sample.output_tokens - counted)
-            self._delivered += remainder
-            self._lumped = (self._lumped[0] + remainder, self._lumped[1] + 1)
-            if sample.ok:
-                self._window.add(sample)
+        watched = self._streams.pop(key, None)
+        counted = self._counted.pop(key, 0.0)
+        if sample is None:
+            return
+        remainder = sample.output_tokens - counted
+        if watched is not None and sample.ok:
+            self._event_size.learn(watched[1].events, sample.output_tokens)
+        else:
+            remainder = max(0.0, remainder)  # no `usage` to correct the credit by: keep it
+        self._delivered += remainder
+        self._lumped = (self._lumped[0] + abs(remainder), self._lumped[1] + 1)
+        if sample.ok:
+            self._window.add(sample)
 
     # -- what the tick reads ------------------------------------------------------------------
 
@@ -117,6 +164,7 @@ class Evidence:
             return {}
         now = self._clock()
         start, bound = self._window.epoch_start, self.overdue_after
+        size = self._event_size.value
         overdue: list[float] = []
         pace: list[float] = []
         for dispatched_at, progress in self._streams.values():
@@ -128,8 +176,8 @@ class Evidence:
                     overdue.append(now - dispatched_at)
                 continue
             events, last = progress.events, progress.last_at
-            if events >= PARTIAL_MIN_EVENTS and last is not None:
-                pace.append(max((last - first) / (events - 1), (now - first) / events))
+            if size is not None and events >= PARTIAL_MIN_EVENTS and last is not None:
+                pace.append(max((last - first) / (events - 1), (now - first) / events) / size)
         live: dict[Signal, list[float]] = {}
         if overdue:
             live["ttft"] = overdue
@@ -171,21 +219,21 @@ class Evidence:
         """Sorted e2e seconds per output token of the newest finished requests with output."""
         return self._window.per_token_values(newest)
 
-    def take_delivered(self) -> int:
+    def take_delivered(self) -> float:
         """Output tokens delivered since the previous take: finished requests' remainders plus the
-        events streams in flight showed since then."""
-        total = self._delivered
-        self._delivered = 0
+        events streams in flight showed since then, k tokens each."""
+        total, self._delivered = self._delivered, 0.0
+        size = self._event_size.value or 1.0
         for key, (_, progress) in self._streams.items():
-            events = progress.events
-            total += events - self._counted.get(key, 0)
-            self._counted[key] = events
+            credit = progress.events * size
+            total += credit - self._counted.get(key, 0.0)
+            self._counted[key] = credit
         return total
 
-    def take_lumped(self) -> tuple[int, int]:
+    def take_lumped(self) -> tuple[float, int]:
         """Output tokens counted only as their request finished, and how many requests finished,
         since the previous take: the delivered tokens that come a whole answer at a time."""
-        lumped, self._lumped = self._lumped, (0, 0)
+        lumped, self._lumped = self._lumped, (0.0, 0)
         return lumped
 
 

@@ -293,6 +293,7 @@ class Limiter:
             "p90": {s: round(v, 6) for s, v in p90.items()},
             "p50": {s: round(v, 6) for s, v in p50.items()},
             "samples": len(self._evidence),
+            "tokens_per_event": _rounded(self._evidence.tokens_per_event),
             "kv_usage": stats.kv_usage if stats is not None else None,
             "waiting": stats.waiting if stats is not None else None,
             "preemptions_total": stats.preemptions_total if stats is not None else None,

@@ -66,6 +66,8 @@ async def _poll_state(url: str, states: list[dict[str, Any]], stop: asyncio.Even
                             "inflight": backend.get("inflight"),
                             "sla_infeasible": infeasible_flag(backend),
                             "last_decision": backend.get("last_decision"),
+                            "p90": backend.get("p90"),
+                            "tokens_per_event": backend.get("tokens_per_event"),
                         }
                     )
             with contextlib.suppress(TimeoutError):

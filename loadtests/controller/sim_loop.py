@@ -190,7 +190,8 @@ class Loop:
             p.first_at = self.now
             if req.slot is not None and self.workload.stream:
                 req.slot.first_token(req.sent_at, self.now - req.sent_at)
-        p.last_at, p.events = self.now, seq.num_output
+        p.last_at = self.now
+        p.events += 1  # one event per delivery, however many tokens it carries, as the proxy counts
         if not finished:
             return
         del self.live[seq.uid]

@@ -353,9 +353,17 @@ def stream(slot: Slot, dispatched: float, gap: float, events: int) -> Progress:
     return progress
 
 
+def one_token_an_event(lim: Limiter, clock: FakeClock) -> None:
+    """A stream finishes whose `usage` counts as many tokens as it had events (it has no TPOT)."""
+    slot = lim.acquire()
+    stream(slot, clock.now, 0.06, 20)
+    slot.release(Sample(dispatched_at=clock.now, e2e=1.2, output_tokens=20))
+
+
 def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> None:
     """A backend that slowed down is seen at the next tick, not when the slowed requests end."""
     lim, clock = tpot_limiter()
+    one_token_an_event(lim, clock)
     slots = fill(lim)
     start = clock.now
     for slot in slots:
@@ -372,6 +380,7 @@ def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> N
 
 def test_streams_dispatched_before_the_last_change_do_not_count() -> None:
     lim, clock = tpot_limiter()
+    one_token_an_event(lim, clock)
     old = [lim.acquire() for _ in range(4)]
     for slot in old:
         stream(slot, clock.now, 0.06, 20)
@@ -400,6 +409,15 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     clock.now = 103.0
     lim.tick(queued=0)
     assert [(o.delivered_tokens, o.interval) for o in algo.seen] == [(40.0, 1.0), (85.0, 2.0)]
+
+
+def test_state_shows_the_tokens_a_stream_event_carries() -> None:
+    lim, clock, _ = limiter()
+    assert lim.state()["tokens_per_event"] is None  # no stream has finished
+    slot = lim.acquire()
+    slot.streaming(clock.now, Progress(first_at=clock.now, last_at=clock.now + 1.0, events=40))
+    slot.release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.0, tpot=0.01, output_tokens=100))
+    assert lim.state()["tokens_per_event"] == 2.5  # 100 tokens from `usage` in 40 events
 
 
 def test_other_processes_samples_and_shared_inflight_decide_the_leaders_tick() -> None:

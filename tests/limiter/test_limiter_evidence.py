@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from limiter_helpers import Progress
 
-from gateway.limiter.evidence import PARTIAL_MIN_EVENTS, Evidence
+from gateway.limiter.evidence import EVENT_MEMORY, PARTIAL_MIN_EVENTS, Evidence, TokensPerEvent
 from gateway.types import EngineStats, Sample
 from tests.clock import FakeClock
 
@@ -25,6 +25,12 @@ def stream(ev: Evidence, key: object, dispatched: float, gap: float, events: int
     progress = Progress(first, first + gap * (events - 1), events)
     ev.watch(key, dispatched, progress)
     return progress
+
+
+def one_token_an_event(ev: Evidence, clock: FakeClock) -> None:
+    """A stream finishes whose `usage` counts as many tokens as it had events (it has no TPOT)."""
+    stream(ev, "learned", clock.now, 0.06, 20)
+    ev.finish("learned", Sample(dispatched_at=clock.now, e2e=1.2, output_tokens=20))
 
 
 def test_failed_requests_are_not_latency_samples() -> None:
@@ -73,6 +79,7 @@ def test_requests_overdue_for_their_first_token_count_before_any_token_arrives()
 
 def test_the_pace_of_streams_in_flight_counts_as_tpot() -> None:
     ev, clock = evidence()
+    one_token_an_event(ev, clock)
     start = clock.now
     for key in range(8):
         stream(ev, key, start, 0.06, 20)
@@ -82,6 +89,7 @@ def test_the_pace_of_streams_in_flight_counts_as_tpot() -> None:
 
 def test_a_stream_needs_a_few_events_before_its_pace_counts() -> None:
     ev, clock = evidence()
+    one_token_an_event(ev, clock)
     progress = stream(ev, 1, clock.now, 0.06, PARTIAL_MIN_EVENTS - 1)
     clock.now += 1.0
     assert "tpot" not in ev.live()
@@ -92,13 +100,61 @@ def test_a_stream_needs_a_few_events_before_its_pace_counts() -> None:
 def test_a_stalled_stream_shows_its_stall() -> None:
     """Ten quick events, then nothing: two seconds after the first, the pace is 2 s / 10 events."""
     ev, clock = evidence()
+    one_token_an_event(ev, clock)
     stream(ev, 1, clock.now, 0.01, 10)
     clock.now += 0.1 + 2.0
     assert ev.live()["tpot"] == [pytest.approx(0.2)]
 
 
+def test_the_pace_is_per_token_when_events_carry_several() -> None:
+    """A busy front end merges deltas: 60 tokens in 20 events, one every 0.06 s, is 0.02 s per token."""
+    ev, clock = evidence()
+    start = clock.now
+    stream(ev, "done", start, 0.06, 20)
+    ev.finish("done", Sample(dispatched_at=start, e2e=1.3, tpot=0.02, output_tokens=60))
+    assert ev.tokens_per_event == pytest.approx(3.0)
+    stream(ev, "live", start, 0.06, 20)
+    clock.now = start + 0.1 + 0.06 * 19 + 0.01
+    assert ev.live()["tpot"] == [pytest.approx(0.02)]
+
+
+def test_the_pace_waits_for_a_stream_to_show_how_many_tokens_an_event_carries() -> None:
+    ev, clock = evidence()
+    stream(ev, 1, clock.now, 0.06, 20)
+    clock.now += 0.1 + 0.06 * 19 + 0.01
+    assert "tpot" not in ev.live()
+    one_token_an_event(ev, clock)
+    assert ev.live()["tpot"] == [pytest.approx(0.06)]
+
+
+def test_without_usage_a_streams_tokens_are_its_events() -> None:
+    ev, clock = evidence()
+    stream(ev, "done", clock.now, 0.06, 20)
+    ev.finish("done", Sample(dispatched_at=clock.now, e2e=1.3, tpot=0.06, output_tokens=20))
+    assert ev.tokens_per_event == 1.0
+
+
+def test_tokens_per_event_follow_the_newest_streams() -> None:
+    size = TokensPerEvent()
+    assert size.value is None  # nothing finished yet
+    size.learn(0, 5)  # a stream with no events teaches nothing
+    size.learn(10, 0)
+    assert size.value is None
+    for _ in range(EVENT_MEMORY):
+        size.learn(10, 40)
+    for _ in range(3 * EVENT_MEMORY):
+        size.learn(10, 10)  # the front end caught up
+    # Decayed sums, each stream's weight kept at 1 - 1/memory per stream after it.
+    keep = 1 - 1 / EVENT_MEMORY
+    old = sum(keep**i for i in range(EVENT_MEMORY)) * keep ** (3 * EVENT_MEMORY)
+    new = sum(keep**i for i in range(3 * EVENT_MEMORY))
+    assert size.value == pytest.approx((40 * old + 10 * new) / (10 * old + 10 * new))
+    assert 1.05 < size.value < 1.15  # mostly the newest streams'
+
+
 def test_streams_sent_before_the_epoch_do_not_count() -> None:
     ev, clock = evidence(overdue_after=1.0)
+    one_token_an_event(ev, clock)
     stream(ev, 1, clock.now, 0.06, 20)
     ev.watch(2, clock.now, Progress())
     clock.now += 3.0
@@ -146,3 +202,22 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     # Of those, the tokens counted only at the end, and the requests they came from.
     assert ev.take_lumped() == (60 + 25 + 7, 3)
     assert ev.take_lumped() == (0, 0)
+
+
+def test_stream_events_are_credited_at_the_tokens_they_carry_and_usage_corrects_the_credit() -> None:
+    ev, clock = evidence()
+    stream(ev, "taught", clock.now, 0.06, 10)
+    ev.finish("taught", Sample(dispatched_at=clock.now, e2e=1.0, output_tokens=20))  # k = 2
+    assert ev.take_delivered() == 20
+    progress = stream(ev, "live", clock.now, 0.06, 10)
+    assert ev.take_delivered() == 20  # 10 events of 2 tokens
+    progress.events = 12
+    ev.finish("live", Sample(dispatched_at=clock.now, e2e=1.0, output_tokens=22))
+    assert ev.take_delivered() == pytest.approx(22 - 20)  # its usage: 22 tokens in all
+    assert ev.take_lumped() == (20 + 2, 2)
+    k = ev.tokens_per_event
+    assert k is not None and k > 1.9
+    stream(ev, "fewer", clock.now, 0.06, 10)
+    assert ev.take_delivered() == pytest.approx(10 * k)
+    ev.finish("fewer", Sample(dispatched_at=clock.now, e2e=1.0, output_tokens=10))
+    assert ev.take_delivered() == pytest.approx(10 - 10 * k)  # one token an event after all
