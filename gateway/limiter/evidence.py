@@ -16,11 +16,11 @@ Three sources, merged at each control tick:
   Streams sent before the epoch began describe the old limit and do not count.
 
 k is the output tokens an event carries. vLLM sends one event per token until its front end falls
-behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so on
-a busy host an event carries several tokens, and a pace per event would read TPOT k times too slow:
-misses at limits that meet the target. A stream's token count is known only when it ends (from `usage`),
-so k is learned from finished streams, `TokensPerEvent`: their tokens over their events, each
-stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream has finished
+behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so
+on a busy host an event carries several tokens, and a pace per event would read TPOT k times too
+slow: misses at limits that meet the target. A stream's token count is known only when it ends
+(from `usage`), so k is learned from finished streams, `TokensPerEvent`: their tokens over their
+events, each stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream has finished
 k is unknown and the pace does not count: a fresh gateway's first streams would otherwise read
 k times too slow before any evidence of k arrived. Where clients do not ask for `usage` a stream's
 tokens are its events and k is 1: the pace is then per event, as the finished requests' TPOT is.
@@ -102,7 +102,7 @@ class Evidence:
         self._streams: dict[Hashable, tuple[float, StreamProgress]] = {}
         """Streaming requests in flight: dispatch time and progress."""
         self._counted: dict[Hashable, float] = {}
-        """Output events of each stream in flight already counted as delivered tokens."""
+        """Tokens credited so far to each stream in flight as delivered (its events x k)."""
         self._delivered = 0.0
         """Output tokens of finished requests not yet counted, since the previous take."""
         self._lumped = (0.0, 0)
@@ -150,7 +150,7 @@ class Evidence:
         if watched is not None and sample.ok:
             self._event_size.learn(watched[1].events, sample.output_tokens)
         else:
-            remainder = max(0.0, remainder)  # no `usage` to correct the credit by: keep it
+            remainder = max(0.0, remainder)  # not a stream that finished well: keep its credit
         self._delivered += remainder
         self._lumped = (self._lumped[0] + abs(remainder), self._lumped[1] + 1)
         if sample.ok:
