@@ -20,10 +20,11 @@ behind; then it merges a stream's pending deltas into one event (v1 `RequestOutp
 on a busy host an event carries several tokens, and a pace per event would read TPOT k times too
 slow: misses at limits that meet the target. A stream's token count is known only when it ends
 (from `usage`), so k is learned from finished streams, `TokensPerEvent`: their tokens over their
-events, each stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream has finished
-k is unknown and the pace does not count: a fresh gateway's first streams would otherwise read
-k times too slow before any evidence of k arrived. Where clients do not ask for `usage` a stream's
-tokens are its events and k is 1: the pace is then per event, as the finished requests' TPOT is.
+events, each stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream
+has finished k is unknown and the pace does not count: a fresh gateway's first streams would
+otherwise read k times too slow before any evidence of k arrived. Where clients do not ask for
+`usage` a stream's tokens are its events and k is 1: the pace is then per event, as the finished
+requests' TPOT is.
 
 Percentiles are nearest-rank P90 and P50 per signal over the newest `newest` finished values plus
 the live ones; counts are per signal, because signals arrive at different times (TTFT at the first
