@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,13 +65,19 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 20.0) -> Non
         time.sleep(0.1)
 
 
-def worker_pids(base: str, tries: int = 60) -> set[int]:
-    """The pids of the workers answering on the port: the owner in /admin/state names each."""
-    seen = set()
+def coordination_by_worker(base: str, tries: int = 60) -> dict[int, dict[str, Any]]:
+    """The coordination section of /admin/state per worker answering on the port, from `tries`
+    requests (the owner it names holds the worker's pid)."""
+    seen: dict[int, dict[str, Any]] = {}
     for _ in range(tries):
-        owner = json.loads(get(f"{base}/admin/state"))["coordination"]["owner"]
-        seen.add(int(owner.split("/")[1]))
+        coordination = json.loads(get(f"{base}/admin/state"))["coordination"]
+        seen[int(coordination["owner"].split("/")[1])] = coordination
     return seen
+
+
+def worker_pids(base: str, tries: int = 60) -> set[int]:
+    """The pids of the workers answering on the port."""
+    return set(coordination_by_worker(base, tries))
 
 
 def alive(pid: int) -> bool:
@@ -134,9 +141,15 @@ def test_two_workers_share_a_port_and_redis_and_survive_a_killed_worker(
             assert gateway.alive()
 
             redis_server.stop()
+
+            def every_worker_falls_back() -> bool:
+                states = coordination_by_worker(base, 20)
+                return len(states) == 2 and all(c["mode"] == "fallback" for c in states.values())
+
+            wait_for("every worker in fallback", every_worker_falls_back)
             wait_for("the fallback", lambda: all(coordination("0.0")() for _ in range(6)))
-            state = json.loads(get(f"{base}/admin/state"))["coordination"]
-            assert state["mode"] == "fallback" and state["reason"]
+            states = coordination_by_worker(base, 20)
+            assert all(c["mode"] == "fallback" and c["reason"] for c in states.values())
             redis_server.start()
             wait_for("shared state again", lambda: all(coordination("1.0")() for _ in range(6)))
 
