@@ -27,7 +27,8 @@ Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K,
 cache holds, when K is above that and no limit as high was measured lately; after `probe_dwell`
 seconds measured since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a
 step that gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
-with the most throughput. Finally L <- clamp(L, floor, ceiling).
+with the most throughput, waiting `probe_every` only if the limit left was measured to deliver less.
+Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
 - Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
@@ -40,6 +41,8 @@ Why each rule:
   rises with its batch until the KV cache is full, so the first probe goes there at once rather
   than in steps of q L, each of which costs a settle and a dwell (a minute from a cut limit on a
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
+  The cuts that proved the floor were no failed probes, so the first probe waits only for the best
+  limit to settle; only a limit measured to deliver less makes it wait, or it could lead back there.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
   (at least the median e2e) would act on the same evidence again and cascade to the floor. For
   the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
@@ -63,7 +66,7 @@ Why each rule:
   the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last raise)
   landed there and the rate did not rise, raising further only lengthens that queue: growth stops
   and a throughput probe is undone at once; a front end that holds requests on their way in
-  (the gap grows, and so does the rate) does not stop growth.
+  (the gap grows, and so does the rate) or stalled and recovered (the gap is back now) does not.
 - Evidence: a cut needs the values behind the P90 to show it over target, so many of them over that
   a P90 at the target would give as many with probability under `evidence_alpha`
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
@@ -274,7 +277,8 @@ class SLALimit:
             best = self.ledger.best(now, self.params.probe_dwell)
             unknown = here is None or here.seconds < self.params.probe_dwell  # never measured here
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
-                self._next_probe_at = now + self.params.probe_every
+                if not unknown:
+                    self._next_probe_at = now + self.params.probe_every
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_probe(obs):
                 step = max(self._step, step_size(limit, self.params.rate_probe_gain))
@@ -288,7 +292,9 @@ class SLALimit:
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
-        held = held_outside(self.ledger.fresh(now), limit, self.params.hidden_share, self.params.min_gain)
+        held = held_outside(
+            self.ledger.fresh(now), limit, self.params.hidden_share, self.params.min_gain, hidden(obs)
+        )
         keep = held is None and (start is None or self._gains(here, start))
         if start is not None and held is None and not keep:
             # Too few answers behind the rates to tell: measure up to `probe_every` longer; then

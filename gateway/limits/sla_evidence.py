@@ -52,13 +52,18 @@ def hidden(obs: Observation) -> float | None:
     return obs.outside_engine
 
 
-def held_outside(fresh: list[Entry], limit: int, share: float, min_gain: float) -> str | None:
+def held_outside(
+    fresh: list[Entry], limit: int, share: float, min_gain: float, current: float | None
+) -> str | None:
     """Why raising `limit` would only lengthen a queue outside the engine, or None.
 
     So when, from the next lower measured limit to this one, the requests the engine does not
-    count grew by more than max(1, share x the increase) and the rate did not rise by min_gain:
-    the extra requests wait outside and deliver nothing. A gap that grows while the rate rises is
-    a front end that holds requests on their way in, which a higher limit keeps busy.
+    count grew by more than max(1, share x the increase), both on the mean at `limit` and in the
+    `current` reading (if there is one), and the rate did not rise by min_gain: the extra requests
+    wait outside and deliver nothing. A gap that grows while the rate rises is a front end that
+    holds requests on their way in, which a higher limit keeps busy. The current reading must show
+    it too because the mean decays over a half-life: a front end that stalled for a second (the
+    engine counting none of the requests in flight) would otherwise stop growth for ten.
     """
     here = [e for e in fresh if e.limit == limit and e.hidden is not None]
     lower = [e for e in fresh if e.limit < limit and e.hidden is not None]
@@ -67,7 +72,10 @@ def held_outside(fresh: list[Entry], limit: int, share: float, min_gain: float) 
     base = lower[-1]
     assert here[0].hidden is not None and base.hidden is not None
     grew = here[0].hidden - base.hidden
-    if grew <= max(1.0, share * (limit - base.limit)) or here[0].rate > (1.0 + min_gain) * base.rate:
+    least = max(1.0, share * (limit - base.limit))
+    if grew <= least or (current is not None and current - base.hidden <= least):
+        return None
+    if here[0].rate > (1.0 + min_gain) * base.rate:
         return None
     return f"{grew:.1f} of the last {limit - base.limit} more in flight are held outside the engine"
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import held_outside
+from gateway.limits.sla_evidence import held_outside, hidden
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
 
@@ -49,7 +49,7 @@ def growth(
         if knee is not None:
             step = min(step, knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
-    held = held_outside(fresh, limit, p.hidden_share, p.min_gain)
+    held = held_outside(fresh, limit, p.hidden_share, p.min_gain, hidden(obs))
     if held is not None:
         return 0, held
     return min(step, obs.ceiling - limit), why

@@ -299,6 +299,31 @@ def test_requests_held_outside_the_engine_stop_growth(obs: ObsFactory) -> None:
     assert d.direction == Direction.HOLD and "outside the engine" in d.detail
 
 
+def test_a_front_end_stall_that_passed_does_not_stop_growth(obs: ObsFactory) -> None:
+    a = algo()
+
+    def tick(limit: int, now: float, outside: float) -> Decision:
+        stats = engine_stats(at=now - 0.2, running=float(limit) - outside, waiting=0.0)
+        return a.update(
+            obs(
+                limit=limit,
+                p90={"ttft": 0.3},
+                now=now,
+                interval=1.0,
+                since_change=10.0,
+                engine_stats=stats,
+                outside_engine=outside,
+            )
+        )
+
+    tick(10, 100.0, 1.0)
+    # For a second the engine counted none of the 14 in flight; the mean at 14 remembers it for
+    # a half-life, but the reading now is back to the 1 of limit 10.
+    assert "outside the engine" in tick(14, 110.0, 14.0).detail
+    d = tick(14, 111.0, 1.0)
+    assert d.direction == Direction.UP and d.reason == "probe"
+
+
 def test_defaults_are_the_parameter_fields() -> None:
     a = algo()
     assert a.params == SLAParams()
@@ -332,3 +357,24 @@ def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFa
     # and a throughput probe needs no more.
     few = first_probe(30, counts={"ttft": 5}, values={"ttft": [1.3] * 5})
     assert few.sla_infeasible and few.limit == 30
+
+
+def test_a_proven_floor_probes_as_soon_as_the_best_limit_settles(obs: ObsFactory) -> None:
+    # The cuts that proved the floor were no failed probes: back at the limit with the most
+    # throughput, the first probe waits only for that limit to settle (2 s), not `probe_every`.
+    a = algo()
+    limit, changed, back_at = 12, 90.0, None
+    for i in range(60):
+        now = 100.0 + i
+        d = a.update(
+            outside(obs, now, limit, since_change=now - changed, delivered_tokens=1000.0, kv_fits=30)
+        )
+        if d.sla_infeasible and d.limit > limit and back_at is not None:
+            assert (d.limit, now - back_at) == (30, a.params.settle)
+            return
+        if d.sla_infeasible and d.limit != limit:
+            assert "most throughput" in d.detail
+            back_at = now
+        if d.limit != limit:
+            limit, changed = d.limit, now
+    raise AssertionError("no probe")
