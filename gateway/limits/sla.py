@@ -27,7 +27,7 @@ Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K,
 cache holds, when K is above that and no limit as high was measured lately; after `probe_dwell`
 seconds measured since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a
 step that gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
-with the most throughput, waiting `probe_every` only if the limit left was measured to deliver less.
+with the most throughput, waiting `probe_every` only after a higher limit was measured to deliver less.
 Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
@@ -42,7 +42,7 @@ Why each rule:
   than in steps of q L, each of which costs a settle and a dwell (a minute from a cut limit on a
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
   The cuts that proved the floor were no failed probes, so the first probe waits only for the best
-  limit to settle; only a limit measured to deliver less makes it wait, or it could lead back there.
+  limit to settle; only a higher limit that delivered less makes it wait, or it would lead back.
 - A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
   (at least the median e2e) would act on the same evidence again and cascade to the floor. For
   the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
@@ -277,7 +277,7 @@ class SLALimit:
             best = self.ledger.best(now, self.params.probe_dwell)
             unknown = here is None or here.seconds < self.params.probe_dwell  # never measured here
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
-                if not unknown:
+                if not unknown and limit > best.limit:
                     self._next_probe_at = now + self.params.probe_every
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_probe(obs):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from limits_helpers import ObsFactory, engine_stats
 
@@ -359,22 +361,42 @@ def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFa
     assert few.sla_infeasible and few.limit == 30
 
 
-def test_a_proven_floor_probes_as_soon_as_the_best_limit_settles(obs: ObsFactory) -> None:
-    # The cuts that proved the floor were no failed probes: back at the limit with the most
-    # throughput, the first probe waits only for that limit to settle (2 s), not `probe_every`.
-    a = algo()
+def first_probe_after_the_floor(a: SLALimit, ticks: Callable[[int, float, float], Observation]) -> float:
+    """Seconds from the move back to the limit with the most throughput to the first probe above it."""
     limit, changed, back_at = 12, 90.0, None
     for i in range(60):
         now = 100.0 + i
-        d = a.update(
-            outside(obs, now, limit, since_change=now - changed, delivered_tokens=1000.0, kv_fits=30)
-        )
+        d = a.update(ticks(limit, now, now - changed))
         if d.sla_infeasible and d.limit > limit and back_at is not None:
-            assert (d.limit, now - back_at) == (30, a.params.settle)
-            return
+            return now - back_at
         if d.sla_infeasible and d.limit != limit:
             assert "most throughput" in d.detail
             back_at = now
         if d.limit != limit:
             limit, changed = d.limit, now
     raise AssertionError("no probe")
+
+
+def test_a_proven_floor_probes_as_soon_as_the_best_limit_settles(obs: ObsFactory) -> None:
+    # The cuts that proved the floor were no failed probes: back at the limit with the most
+    # throughput, the first probe waits only for that limit to settle (2 s), not `probe_every`,
+    # whether the limit the floor was proven at was barely measured (the front end's delay,
+    # proven as 6 settles) or measured for `floor_dwell` and delivered less (along the limit).
+    def front_end(limit: int, now: float, since: float) -> Observation:
+        return outside(obs, now, limit, since_change=since, delivered_tokens=1000.0, kv_fits=30)
+
+    def along(limit: int, now: float, since: float) -> Observation:
+        # 12 met the target (at 0.95, no room to grow) until 106; then no limit does.
+        ratio = 0.95 if now < 106.0 else 1.45 if limit == 12 else 1.5
+        return obs(
+            limit=limit,
+            p90={"ttft": ratio},
+            now=now,
+            interval=1.0,
+            since_change=since,
+            delivered_tokens=100.0 * limit,
+            kv_fits=30,
+        )
+
+    assert first_probe_after_the_floor(algo(), front_end) == SLAParams().settle
+    assert first_probe_after_the_floor(algo(), along) == SLAParams().settle
