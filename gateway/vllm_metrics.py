@@ -20,7 +20,12 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 HISTOGRAMS = {
     "ttft": ("vllm:time_to_first_token_seconds",),
-    "tpot": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    # Per request, as the SLA's TPOT is (0.11 on); older servers have only the per-step gaps.
+    "tpot": (
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+    ),
     "e2e": ("vllm:e2e_request_latency_seconds",),
 }
 _BUCKET_NAMES = {f"{name}_bucket": name for names in HISTOGRAMS.values() for name in names}

@@ -19,6 +19,8 @@ vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} %(b
 vllm:time_per_output_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 999.0
 vllm:inter_token_latency_seconds_bucket{engine="0",le="0.1",model_name="m"} 5.0
 vllm:inter_token_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 5.0
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="0.025",model_name="m"} 2.0
+vllm:request_time_per_output_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2.0
 """
 
 
@@ -29,8 +31,14 @@ def test_reads_gauges_summing_engines_and_taking_the_fullest_kv() -> None:
     assert s.kv_capacity_tokens == 8192
     assert s.models == {"m"}
     assert s.histograms["ttft"] == {0.1: 1.0, 1.0: 2.0, math.inf: 2.0}
-    # the renamed histogram wins over its deprecated twin
-    assert s.histograms["tpot"] == {0.1: 5.0, math.inf: 5.0}
+    # the per-request TPOT wins over the per-step gaps, as the SLA's TPOT is per request
+    assert s.histograms["tpot"] == {0.025: 2.0, math.inf: 2.0}
+
+
+def test_servers_without_a_per_request_tpot_fall_back_to_the_per_step_gaps() -> None:
+    lines = [line for line in EXPOSITION.splitlines() if "request_time_per_output" not in line]
+    s = parse_vllm_metrics("\n".join(lines) % {"a": 1.0, "b": 2.0})
+    assert s.histograms["tpot"] == {0.1: 5.0, math.inf: 5.0}  # the renamed one over its old twin
 
 
 def test_old_servers_kv_name_is_the_fallback() -> None:

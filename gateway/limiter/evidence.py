@@ -28,9 +28,13 @@ requests' TPOT is.
 
 Percentiles are nearest-rank P90 and P50 per signal over the newest `newest` finished values plus
 the live ones; counts are per signal, because signals arrive at different times (TTFT at the first
-token, TPOT when the request ends). A signal no request measured (TTFT and TPOT of non-streaming
-traffic) is taken from the backend's own histogram P90, if that scrape came after the epoch began,
-and counts as `min_samples` values.
+token, TPOT when the request ends). TTFT and TPOT that no request measured while no stream is in
+flight (non-streaming traffic) are taken from the backend's own histogram P90, if that scrape came
+after the epoch began, and count as `min_samples` values. Never e2e, which every finished request
+measures, and never while streams are in flight, which will measure TTFT and TPOT: in the first
+second of an epoch the backend's histogram holds the requests that finished in the last scrape
+interval, sent under the old limit, and its P90 is interpolated within buckets a factor of 2 wide
+(e2e 2.5-5 s); taken as the new limit's on `min_samples` values it cut limits that met the target.
 
 Delivered tokens: output tokens since the previous `take_delivered`, counting each stream's events
 as they arrive, k tokens each (1 before k is known), and, when a request finishes, the rest of its
@@ -52,6 +56,8 @@ PARTIAL_MIN_EVENTS = 8
 """Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
 EVENT_MEMORY = 50
 """Finished streams the tokens-per-event estimate mostly rests on."""
+STAND_INS: tuple[Signal, ...] = ("ttft", "tpot")
+"""Signals the backend's histograms stand in for when no request of this epoch measured them."""
 
 
 class Percentiles(NamedTuple):
@@ -193,7 +199,8 @@ class Evidence:
         backend: EngineStats | None = None,
     ) -> Percentiles:
         """P90 and P50 per signal over the newest finished values and `live`, with their counts;
-        a signal with no values at all is read from `backend` if it was scraped in this epoch."""
+        TTFT or TPOT with no values, while no stream is in flight, is read from `backend` if it was
+        scraped in this epoch."""
         p90: dict[Signal, float] = {}
         p50: dict[Signal, float] = {}
         counts: dict[Signal, int] = {}
@@ -208,8 +215,8 @@ class Evidence:
                 p50[signal] = _rank(values, 0.5)
                 counts[signal] = len(values)
                 measured[signal] = values
-        if backend is not None and backend.at >= self._window.epoch_start:
-            for signal in SIGNALS:
+        if backend is not None and backend.at >= self._window.epoch_start and not self._streams:
+            for signal in STAND_INS:
                 value = backend.p90(signal)
                 if signal not in p90 and value is not None:
                     p90[signal] = value

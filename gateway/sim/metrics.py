@@ -2,10 +2,12 @@
 
 Names, label names (`model_name`, `engine`) and histogram buckets follow vLLM's
 `vllm/v1/metrics/loggers.py` (`PrometheusStatLogger`): TTFT buckets 0.001 .. 2560 s, the
-per-token buckets 0.01 .. 80 s shared by `inter_token_latency_seconds` and
-`time_per_output_token_seconds`, the request-latency buckets 0.3 .. 7680 s shared by e2e, queue,
-prefill, decode and inference time, token-count histograms on 1-2-5 buckets up to max_model_len,
-and `cache_config_info` as a gauge fixed at 1 whose labels carry the cache config.
+per-token buckets 0.01 .. 80 s shared by `inter_token_latency_seconds`,
+`time_per_output_token_seconds` (both per step) and `request_time_per_output_token_seconds` (a
+request's decode time over its output tokens after the first, observed when it finishes), the
+request-latency buckets 0.3 .. 7680 s shared by e2e, queue, prefill, decode and inference time,
+token-count histograms on 1-2-5 buckets up to max_model_len, and `cache_config_info` as a gauge
+fixed at 1 whose labels carry the cache config.
 Each server owns its registry; nothing touches prometheus_client's global one.
 """
 
@@ -120,6 +122,11 @@ class SimMetrics:
         self.tpot = s.histogram(
             "vllm:time_per_output_token_seconds", "Time per output token in seconds.", TOKEN_LATENCY_BUCKETS
         )
+        self.request_tpot = s.histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            TOKEN_LATENCY_BUCKETS,
+        )
         phase = {
             "e2e": ("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds."),
             "queue": ("vllm:request_queue_time_seconds", "Time spent in WAITING phase for request."),
@@ -164,6 +171,9 @@ class SimMetrics:
             self.inference.observe(seq.finished_at - scheduled)
             self.prefill.observe(first - scheduled)
             self.decode.observe(seq.finished_at - first)
+            self.request_tpot.observe(
+                (seq.finished_at - first) / (seq.num_output - 1) if seq.num_output > 1 else 0.0
+            )
             self.req_prompt_tokens.observe(seq.prompt_len)
             self.req_generation_tokens.observe(seq.num_output)
 

@@ -163,16 +163,37 @@ def test_streams_sent_before_the_epoch_do_not_count() -> None:
     assert ev.live() == {}
 
 
-def test_the_backend_histogram_fills_a_signal_nothing_measured_in_this_epoch() -> None:
+def test_the_backend_histogram_fills_ttft_and_tpot_of_non_streaming_traffic() -> None:
     ev, clock = evidence(min_samples=5)
     ev.finish(1, Sample(dispatched_at=clock.now, e2e=2.0))  # non-streaming
-    scrape = EngineStats(at=clock.now, ttft_p90=2.5, e2e_p90=9.0)
+    scrape = EngineStats(at=clock.now, ttft_p90=2.5, tpot_p90=0.05, e2e_p90=9.0)
     got = ev.percentiles({}, None, scrape)
-    assert got.p90 == {"e2e": 2.0, "ttft": 2.5}  # measured e2e wins over the backend's
-    assert got.counts == {"e2e": 1, "ttft": 5} and "ttft" not in got.values
+    assert got.p90 == {"e2e": 2.0, "ttft": 2.5, "tpot": 0.05}
+    assert got.counts == {"e2e": 1, "ttft": 5, "tpot": 5} and "ttft" not in got.values
     clock.now += 1.0
     ev.start_epoch(clock.now)
     assert ev.percentiles({}, None, scrape).p90 == {}  # scraped before the change
+
+
+def test_the_backend_histogram_never_stands_in_for_e2e() -> None:
+    """Every finished request measures e2e; the backend's window P90 in an epoch's first second is
+    of requests sent under the old limit, interpolated within a bucket a factor of 2 wide."""
+    ev, clock = evidence(min_samples=5)
+    clock.now += 1.0
+    assert ev.percentiles({}, None, EngineStats(at=clock.now, e2e_p90=4.1)).p90 == {}
+
+
+def test_streams_in_flight_measure_ttft_and_tpot_themselves() -> None:
+    """A fresh epoch's streams have no pace yet; the backend's histogram does not fill in for them."""
+    ev, clock = evidence(min_samples=5)
+    one_token_an_event(ev, clock)
+    clock.now += 1.0
+    ev.start_epoch(clock.now)
+    stream(ev, 1, clock.now, 0.02, PARTIAL_MIN_EVENTS - 1)
+    scrape = EngineStats(at=clock.now, ttft_p90=0.4, tpot_p90=0.043)
+    assert ev.percentiles(ev.live(), None, scrape).p90 == {}
+    ev.finish(1, Sample(dispatched_at=clock.now, e2e=0.3, ttft=0.1, tpot=0.02, output_tokens=10))
+    assert ev.percentiles(ev.live(), None, scrape).p90 == {"ttft": 0.1, "tpot": 0.02, "e2e": 0.3}
 
 
 def test_signals_are_counted_separately() -> None:
