@@ -20,14 +20,15 @@ gateway.limits.sla_params with their defaults):
     r > 1, none                                      L <- L x max(1 - m, 1 / r)           p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
-    r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), sqrt L))  probe
+    r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
     r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
-Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K, the requests the KV
-cache holds, when K is above that and no limit as high was measured lately; after `probe_dwell`
-seconds measured since the probe took effect keep it if the rate rose by (1 + g) beyond the noise (a
-step that gained half in proportion doubles the next), else go back (no_gain); between probes hold the limit
-with the most throughput, waiting `probe_every` only after a higher limit was measured to deliver less.
+R = max(sqrt L, K - L), K the requests the KV cache holds (gateway.limits.sla_steps).
+Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K when K is above that
+and no limit as high was measured lately; after `probe_dwell` seconds measured since the probe took
+effect keep it if the rate rose by (1 + g) beyond the noise (a step that gained half in proportion
+doubles the next), else go back (no_gain); between probes hold the limit with the most throughput,
+waiting `probe_every` only after a higher limit was measured to deliver less.
 Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
@@ -72,8 +73,8 @@ Why each rule:
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
   that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
   cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
-Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive
-concurrency filter (epochs); Netflix concurrency-limits.
+Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive concurrency filter; Netflix
+concurrency-limits.
 """
 
 from __future__ import annotations

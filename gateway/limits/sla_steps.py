@@ -1,13 +1,17 @@
 """How far the `sla` controller raises its limit: pure functions of the ledger, the parameters and
 the observation.
 
-    within target, no knee known:  step = max(p L, min(room, ceil(sqrt L)))
+    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
     within target, near a knee:    step = max(1, min(room, p L)), below the knee
     room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
-    infeasible, K above the step:  straight to K, the requests the KV cache holds
+    infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
 
-Why: far from any limit measured at the band, growth is fast but never past sqrt(L) at once, so
-one step cannot overshoot the knee by more than a probe can undo; near a knee one proportional step,
+Why: far from any limit measured at the band, growth is fast, as far as room allows. Up to K at once,
+because below what its KV cache holds a batching engine's latency grows slower than its batch (on
+the real engine TPOT 2.2x for 4x the batch), and each step costs the wait for min_samples values
+from requests sent after it (at 8 with 400-token answers, about 10 s); past K, where preemption and
+queueing make latency grow faster than the batch, never more than sqrt(L) at once, so one step
+cannot overshoot the knee by more than a probe can undo. Near a knee one proportional step,
 never into the limit measured at the band. Growth stops while the requests of the last raise landed
 outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
 rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
@@ -42,7 +46,8 @@ def growth(
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
     room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
     if knee is None and not near:
-        step = max(step_size(limit, p.probe_gain), min(room, math.ceil(math.sqrt(limit))))
+        reach = max(math.ceil(math.sqrt(limit)), (obs.kv_fits or 0) - limit)
+        step = max(step_size(limit, p.probe_gain), min(room, reach))
         why = "toward the band"
     else:
         step = max(1, min(room, step_size(limit, p.probe_gain)))

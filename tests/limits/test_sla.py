@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from limits_helpers import ObsFactory, engine_stats
@@ -160,6 +161,18 @@ def test_growth_toward_the_band_capped_by_sqrt_and_by_a_limit_known_over(obs: Ob
     a.update(measured(obs, 19, 0.95, 110.0))
     # 19 was measured at the band: from 16, grow to 18 at most.
     assert a.update(measured(obs, 16, 0.45, 120.0)).limit == 18
+
+
+def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: ObsFactory) -> None:
+    def step(limit: int, ratio: float, fits: int) -> int:
+        tick = measured(obs, limit, ratio, 100.0)
+        return algo().update(replace(tick, kv_fits=fits)).limit - limit
+
+    # r = 0.25 at 8: room 8 x (0.9 / 0.25 - 1) = 20.
+    assert step(8, 0.25, 16) == 8  # to what the KV cache holds at once
+    assert step(8, 0.25, 40) == 20  # as far as room allows
+    assert step(8, 0.6, 16) == 4  # room 8 x (0.9 / 0.6 - 1) = 4
+    assert step(20, 0.25, 16) == 5  # past what it holds: sqrt(20), rounded up
 
 
 def test_growth_waits_for_evidence_at_the_current_limit(obs: ObsFactory) -> None:
