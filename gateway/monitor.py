@@ -123,7 +123,6 @@ def to_engine_stats(scrape: VllmScrape, previous: VllmScrape | None, now: float)
         kv_capacity_tokens=scrape.kv_capacity_tokens,
         ttft_p90=p90("ttft"),
         tpot_p90=p90("tpot"),
-        e2e_p90=p90("e2e"),
         finished=finished,
     )
 

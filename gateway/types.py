@@ -89,16 +89,16 @@ class EngineStats:
     ttft_p90: float | None = None
     """Window P90s from the backend's own histograms (bucket deltas since the previous scrape)."""
     tpot_p90: float | None = None
-    e2e_p90: float | None = None
     finished: float = 0.0
     """Requests the backend finished since the previous scrape (e2e histogram count delta)."""
 
     def p90(self, signal: Signal) -> float | None:
+        """The window P90 of TTFT or TPOT; none of e2e, which the gateway measures on every request."""
         if signal == "ttft":
             return self.ttft_p90
         if signal == "tpot":
             return self.tpot_p90
-        return self.e2e_p90
+        return None
 
     def outside(self, inflight: int) -> float | None:
         """Of `inflight` requests sent to this backend, those it counts neither running nor waiting."""

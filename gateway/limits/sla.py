@@ -73,8 +73,8 @@ Why each rule:
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
   that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
   cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
-Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive concurrency filter; Netflix
-concurrency-limits.
+Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive concurrency
+filter; Netflix concurrency-limits.
 """
 
 from __future__ import annotations

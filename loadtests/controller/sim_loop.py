@@ -220,7 +220,6 @@ class Loop:
             preemptions_total=float(e.preemptions_total),
             kv_capacity_tokens=self.base.kv_capacity_tokens,
             ttft_p90=nearest_rank(ttfts, 0.9),
-            e2e_p90=nearest_rank(e2es, 0.9),
             finished=float(len(e2es)),
         )
 

@@ -166,21 +166,16 @@ def test_streams_sent_before_the_epoch_do_not_count() -> None:
 def test_the_backend_histogram_fills_ttft_and_tpot_of_non_streaming_traffic() -> None:
     ev, clock = evidence(min_samples=5)
     ev.finish(1, Sample(dispatched_at=clock.now, e2e=2.0))  # non-streaming
-    scrape = EngineStats(at=clock.now, ttft_p90=2.5, tpot_p90=0.05, e2e_p90=9.0)
+    scrape = EngineStats(at=clock.now, ttft_p90=2.5, tpot_p90=0.05)
     got = ev.percentiles({}, None, scrape)
     assert got.p90 == {"e2e": 2.0, "ttft": 2.5, "tpot": 0.05}
     assert got.counts == {"e2e": 1, "ttft": 5, "tpot": 5} and "ttft" not in got.values
     clock.now += 1.0
     ev.start_epoch(clock.now)
     assert ev.percentiles({}, None, scrape).p90 == {}  # scraped before the change
-
-
-def test_the_backend_histogram_never_stands_in_for_e2e() -> None:
-    """Every finished request measures e2e; the backend's window P90 in an epoch's first second is
-    of requests sent under the old limit, interpolated within a bucket a factor of 2 wide."""
-    ev, clock = evidence(min_samples=5)
-    clock.now += 1.0
-    assert ev.percentiles({}, None, EngineStats(at=clock.now, e2e_p90=4.1)).p90 == {}
+    # e2e is measured on every request: before one sent at the new limit ends, there is none
+    later = EngineStats(at=clock.now + 1.0, ttft_p90=2.5, tpot_p90=0.05)
+    assert ev.percentiles({}, None, later).p90 == {"ttft": 2.5, "tpot": 0.05}
 
 
 def test_streams_in_flight_measure_ttft_and_tpot_themselves() -> None:
