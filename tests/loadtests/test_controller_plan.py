@@ -28,13 +28,14 @@ def test_fixed_limits_are_a_quarter_of_the_knee_the_knee_and_twice_it() -> None:
     assert plan.fixed_limits(workload, 8192, 32, (1.0, 2.0)) == [16, 32]
 
 
-def test_runs_are_interleaved_every_mode_once_per_repetition() -> None:
+def test_runs_are_interleaved_every_mode_once_per_repetition_direct_first() -> None:
     workload = Workload("w", "completions", True, (400, 400), (112, 112))
     modes = plan.modes([8, 16], ["loose", "tight"], [plan.Controller("sla", "sla")])
     assert [m.name for m in modes] == ["direct", "fixed-8", "fixed-16", "sla-loose", "sla-tight"]
-    order = [(r.repetition, r.mode.name) for r in plan.schedule(workload, modes, 2)]
+    order = [(r.repetition, r.mode.name) for r in plan.schedule(workload, modes, 3)]
     names = [m.name for m in modes]
-    assert order == [(0, n) for n in names] + [(1, n) for n in names]
+    turned = names[:1] + names[:0:-1]  # direct first, the others reversed: new neighbours
+    assert order == [(0, n) for n in names] + [(1, n) for n in turned] + [(2, n) for n in names]
 
 
 def test_modes_can_be_restricted_by_kind() -> None:
