@@ -6,8 +6,8 @@ Every tick the algorithm is told the output tokens delivered since the previous 
 requests plus the progress of streams in flight, and which of them came as whole answers) and the
 window P90s since the limit last changed. It keeps a ledger (gateway.limits.ledger) of the rate,
 its count noise, the requests held outside the engine and the worst P90/target ratio r at each
-limit L, and moves by these rules, in order (u = `increase_below`, parameters in
-gateway.limits.sla_params with their defaults):
+limit L, and moves by these rules, in order (u = `increase_below`, K = the requests the KV cache
+holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
 
     limit not binding and r <= 1                     hold                   not_binding
     r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
@@ -23,7 +23,6 @@ gateway.limits.sla_params with their defaults):
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
     r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
-R = max(sqrt L, K - L), K the requests the KV cache holds (gateway.limits.sla_steps).
 Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K when K is above that
 and no limit as high was measured lately; after `probe_dwell` seconds measured since the probe took
 effect keep it if the rate rose by (1 + g) beyond the noise (a step that gained half in proportion
