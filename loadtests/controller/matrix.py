@@ -7,6 +7,8 @@ repeated so that drift in the machine's load falls on all of them alike.
 Workloads differ where a controller tuned for one could fail on another: prompt and output lengths
 (prefill-bound vs decode-bound), distinct vs shared prefixes (the prefix cache moves the KV knee),
 chat vs completions, streaming vs not (a non-streaming request gives the proxy no first token).
+A user's own workload comes as a one-line spec (`parse`), so the controller can be judged on
+traffic it was not tuned for without editing this module.
 
 SLA levels are set per workload from two P90s of the same run, so that one definition means the
 same on engines of any speed and on workloads whose latency grows with load at different rates:
@@ -26,14 +28,16 @@ loaded P90 includes the engine's own queue, the latency a client without a gatew
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 Endpoint = Literal["chat", "completions"]
 Level = Literal["loose", "tight", "infeasible"]
 LEVELS: tuple[Level, ...] = ("loose", "tight", "infeasible")
+DEFAULT_CLIENTS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +51,7 @@ class Workload:
     """Range of `max_tokens` (uniform), sent with `ignore_eos` so each request generates all of it."""
     shared_prefix_tokens: int = 0
     """Tokens at the start of every prompt that all requests share (a system prompt, a document)."""
-    clients: int = 64
+    clients: int = DEFAULT_CLIENTS
     """Closed-loop clients: well past the knee of the engines this runs on."""
 
 
@@ -85,6 +89,55 @@ def targets(
     """
     signals = ("ttft", "tpot") if workload.stream else ("e2e",)
     return {s: level_target(level, unloaded[s], loaded[s]) for s in signals if s in unloaded and s in loaded}
+
+
+def parse(spec: str) -> Workload:
+    """A workload of the user's own, `NAME:ENDPOINT:stream|nonstream:PROMPT:OUTPUT[:prefix=N][:clients=N]`,
+    PROMPT and OUTPUT a token count N or a range LO-HI, e.g. `rag:chat:stream:900-1000:20-60:prefix=800`.
+
+    Raises ValueError naming what is wrong, so the command line can say it.
+    """
+    name, *fields = spec.split(":")
+    if not name or len(fields) < 4:
+        raise ValueError(f"workload {spec!r}: want NAME:ENDPOINT:stream|nonstream:PROMPT:OUTPUT[:key=N]...")
+    endpoint, mode, prompt, output, *options = fields
+    if endpoint not in ("chat", "completions"):
+        raise ValueError(f"workload {name!r}: endpoint {endpoint!r} is not chat or completions")
+    if mode not in ("stream", "nonstream"):
+        raise ValueError(f"workload {name!r}: {mode!r} is not stream or nonstream")
+    extra: dict[str, int] = {}
+    for option in options:
+        key, _, value = option.partition("=")
+        if key not in ("prefix", "clients") or not value.isdigit():
+            raise ValueError(f"workload {name!r}: option {option!r} is not prefix=N or clients=N")
+        extra[key] = int(value)
+    workload = Workload(
+        name,
+        cast(Endpoint, endpoint),
+        mode == "stream",
+        _token_range(name, "prompt", prompt),
+        _token_range(name, "output", output),
+        shared_prefix_tokens=extra.get("prefix", 0),
+        clients=extra.get("clients", DEFAULT_CLIENTS),
+    )
+    if workload.shared_prefix_tokens > workload.prompt_tokens[0] or workload.clients < 1:
+        raise ValueError(f"workload {name!r}: the shared prefix exceeds the shortest prompt, or no clients")
+    return workload
+
+
+def argument(text: str) -> Workload:
+    """`parse` for argparse: its error is the command line's message."""
+    try:
+        return parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
+def _token_range(name: str, what: str, text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    if not low.isdigit() or not (high or low).isdigit() or not 0 < int(low) <= int(high or low):
+        raise ValueError(f"workload {name!r}: {what} {text!r} is not N or LO-HI tokens")
+    return int(low), int(high or low)
 
 
 def by_name(name: str) -> Workload:

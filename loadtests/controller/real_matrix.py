@@ -1,6 +1,6 @@
 """The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
 
-usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--levels loose,tight]
+usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--workload SPEC] [--levels loose,tight]
        [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla ...]
        [--quick] [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
 
@@ -119,7 +119,14 @@ def _p90_text(p90: dict[str, float]) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workloads", default=",".join(w.name for w in matrix.WORKLOADS))
+    parser.add_argument("--workloads", help="built-in workloads by name (default all, none with --workload)")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        type=matrix.argument,
+        help="a workload of your own, NAME:chat|completions:stream|nonstream:PROMPT:OUTPUT[:prefix=N]"
+        "[:clients=N], PROMPT and OUTPUT tokens N or LO-HI; again for more",
+    )
     parser.add_argument("--levels", default=",".join(matrix.LEVELS))
     parser.add_argument("--repeat", type=int, help="repetitions (default 3; 2 with --quick)")
     parser.add_argument("--modes", default="direct,fixed,adaptive", help="kinds of mode to run")
@@ -152,7 +159,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.warmup, args.window, args.drain, args.unloaded = 10.0, 15.0, 8.0, 6.0
     if args.repeat is None:
         args.repeat = 2 if args.quick else 3
-    args.workload_list = [matrix.by_name(n) for n in args.workloads.split(",") if n]
+    if args.workloads is None:
+        args.workloads = "" if args.workload else ",".join(w.name for w in matrix.WORKLOADS)
+    args.workload_list = [matrix.by_name(n) for n in args.workloads.split(",") if n] + (args.workload or [])
     args.levels = [level for level in args.levels.split(",") if level]
     unknown = set(args.levels) - set(matrix.LEVELS)
     if unknown:

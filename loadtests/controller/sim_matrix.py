@@ -13,7 +13,7 @@ limit meets the SLA, adaptive goodput >= 95% of the best such limit's and every 
 10%; where none does, `sla_infeasible` reported and throughput >= 90% of direct.
 
     python -m loadtests.controller.sim_matrix [--server clean|busy-host] [--algorithms sla aimd]
-        [--params '{"rate_probe_gain": 0.5}']
+        [--params '{"rate_probe_gain": 0.5}'] [--workloads a b] [--workload SPEC]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from gateway.limits import create
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA
 from gateway.window import nearest_rank
-from loadtests.controller.matrix import LEVELS, WORKLOADS, Workload, targets
+from loadtests.controller.matrix import LEVELS, WORKLOADS, Workload, argument, by_name, targets
 from loadtests.controller.sim_loop import Done, Run, simulate
 
 FIXED = (2, 4, 8, 12, 16, 24, 32, 48)
@@ -163,7 +163,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--server", choices=sorted(SERVERS), default="clean")
     parser.add_argument("--profile", default="tiny-cpu-4l")
     parser.add_argument("--algorithms", nargs="+", default=["sla"])
-    parser.add_argument("--workloads", nargs="*", default=[w.name for w in WORKLOADS])
+    parser.add_argument(
+        "--workloads", nargs="*", help="built-in workloads (default all, none with --workload)"
+    )
+    parser.add_argument(
+        "--workload",
+        action="append",
+        type=argument,
+        default=[],
+        help="a workload of your own (see real_matrix)",
+    )
     parser.add_argument(
         "--params", type=json.loads, default={}, help="the first algorithm's parameters (JSON)"
     )
@@ -174,9 +183,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     profile = dataclasses.replace(get_profile(args.profile), **SERVERS[args.server])  # type: ignore[arg-type]
     started = time.perf_counter()
     verdicts: list[str] = []
-    for workload in WORKLOADS:
-        if workload.name in args.workloads:
-            verdicts += run_workload(workload, profile, args.algorithms, args)
+    names = (
+        args.workloads if args.workloads is not None else [] if args.workload else [w.name for w in WORKLOADS]
+    )
+    for workload in [by_name(n) for n in names] + args.workload:
+        verdicts += run_workload(workload, profile, args.algorithms, args)
     passed = sum(v.endswith("PASS") for v in verdicts)
     print(f"\n{passed} of {len(verdicts)} cells pass ({args.server}, {time.perf_counter() - started:.0f}s)")
     for v in verdicts:

@@ -28,3 +28,18 @@ def test_direct_cannot_be_left_out_it_sets_the_levels(capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit):
         real_matrix.parse_args(["--modes", "fixed,adaptive"])
     assert "direct" in capsys.readouterr().err
+
+
+def test_a_workload_of_ones_own_runs_alone_or_beside_named_ones() -> None:
+    spec = "rag:chat:stream:700-800:20-40:prefix=600"
+    alone = real_matrix.parse_args(["--workload", spec])
+    assert [w.name for w in alone.workload_list] == ["rag"]
+    both = real_matrix.parse_args(["--workloads", "chat-short", "--workload", spec])
+    assert [w.name for w in both.workload_list] == ["chat-short", "rag"]
+    assert len(real_matrix.parse_args([]).workload_list) == 6
+
+
+def test_a_malformed_workload_is_refused_with_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        real_matrix.parse_args(["--workload", "rag:chat:stream:700-800:20-40:prefix=900"])
+    assert "shared prefix exceeds the shortest prompt" in capsys.readouterr().err
