@@ -120,8 +120,10 @@ def parse(spec: str) -> Workload:
         shared_prefix_tokens=extra.get("prefix", 0),
         clients=extra.get("clients", DEFAULT_CLIENTS),
     )
-    if workload.shared_prefix_tokens > workload.prompt_tokens[0] or workload.clients < 1:
-        raise ValueError(f"workload {name!r}: the shared prefix exceeds the shortest prompt, or no clients")
+    if workload.shared_prefix_tokens > workload.prompt_tokens[0]:
+        raise ValueError(f"workload {name!r}: the shared prefix exceeds the shortest prompt")
+    if workload.clients < 1:
+        raise ValueError(f"workload {name!r}: no clients")
     return workload
 
 
