@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -137,9 +137,10 @@ def argument(text: str) -> Workload:
 
 def _token_range(name: str, what: str, text: str) -> tuple[int, int]:
     low, _, high = text.partition("-")
-    if not low.isdigit() or not (high or low).isdigit() or not 0 < int(low) <= int(high or low):
+    high = high or low
+    if not (low.isdigit() and high.isdigit() and 0 < int(low) <= int(high)):
         raise ValueError(f"workload {name!r}: {what} {text!r} is not N or LO-HI tokens")
-    return int(low), int(high or low)
+    return int(low), int(high)
 
 
 def by_name(name: str) -> Workload:
@@ -147,3 +148,11 @@ def by_name(name: str) -> Workload:
         if w.name == name:
             return w
     raise KeyError(f"unknown workload {name!r}; known: {', '.join(w.name for w in WORKLOADS)}")
+
+
+def selected(names: Sequence[str] | None, own: Sequence[Workload]) -> list[Workload]:
+    """The built-in workloads `names` (all of them when None and no workload of one's own is given,
+    none when one is) followed by `own`."""
+    if names is None:
+        names = [] if own else [w.name for w in WORKLOADS]
+    return [by_name(n) for n in names] + list(own)

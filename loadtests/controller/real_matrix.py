@@ -159,9 +159,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.warmup, args.window, args.drain, args.unloaded = 10.0, 15.0, 8.0, 6.0
     if args.repeat is None:
         args.repeat = 2 if args.quick else 3
-    if args.workloads is None:
-        args.workloads = "" if args.workload else ",".join(w.name for w in matrix.WORKLOADS)
-    args.workload_list = [matrix.by_name(n) for n in args.workloads.split(",") if n] + (args.workload or [])
+    names = None if args.workloads is None else [n for n in args.workloads.split(",") if n]
+    args.workload_list = matrix.selected(names, args.workload or [])
     args.levels = [level for level in args.levels.split(",") if level]
     unknown = set(args.levels) - set(matrix.LEVELS)
     if unknown:

@@ -30,7 +30,7 @@ from gateway.limits import create
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA
 from gateway.window import nearest_rank
-from loadtests.controller.matrix import LEVELS, WORKLOADS, Workload, argument, by_name, targets
+from loadtests.controller.matrix import LEVELS, Workload, argument, selected, targets
 from loadtests.controller.sim_loop import Done, Run, simulate
 
 FIXED = (2, 4, 8, 12, 16, 24, 32, 48)
@@ -183,10 +183,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     profile = dataclasses.replace(get_profile(args.profile), **SERVERS[args.server])  # type: ignore[arg-type]
     started = time.perf_counter()
     verdicts: list[str] = []
-    names = (
-        args.workloads if args.workloads is not None else [] if args.workload else [w.name for w in WORKLOADS]
-    )
-    for workload in [by_name(n) for n in names] + args.workload:
+    for workload in selected(args.workloads, args.workload):
         verdicts += run_workload(workload, profile, args.algorithms, args)
     passed = sum(v.endswith("PASS") for v in verdicts)
     print(f"\n{passed} of {len(verdicts)} cells pass ({args.server}, {time.perf_counter() - started:.0f}s)")
