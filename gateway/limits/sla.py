@@ -87,7 +87,7 @@ from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target
 from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
 from gateway.limits.sla_params import SLAParams
-from gateway.limits.sla_steps import growth, kv_jump, step_size
+from gateway.limits.sla_steps import growth, judged_from, kv_jump, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
@@ -248,6 +248,8 @@ class SLALimit:
         """Within target: grow while latency has room, unless a lower limit delivered clearly more."""
         now, limit = obs.now, obs.limit
         here = self.ledger.get(limit)
+        if self._probe_from is not None:
+            return self._judge(obs, here, self._measured(obs, here))
         best = self.ledger.best(now, self.params.probe_dwell)
         if (
             self._measured(obs, here)
@@ -264,6 +266,10 @@ class SLALimit:
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._failures = 0  # the previous step held
+                judged = judged_from(obs, self.params)
+                if judged is not None and limit >= judged:
+                    self._probe_from, self._jumped = limit, False
+                    why = f"{why}, past what the KV cache holds: kept on a measured gain"
                 return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {r:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
@@ -289,6 +295,12 @@ class SLALimit:
                 why = f"to {target}, what the KV cache holds" if self._jumped else f"trying {target}"
                 return decide(obs, target, "probe", why)
             return decide(obs, limit, "steady", "holding the limit with the most throughput")
+        return self._judge(obs, here, measured)
+
+    def _judge(self, obs: Observation, here: Entry | None, measured: bool) -> Decision:
+        """A probe up from `_probe_from` being measured: keep it only if the rate rose beyond the noise."""
+        assert self._probe_from is not None
+        now, limit = obs.now, obs.limit
         start = self.ledger.get(self._probe_from)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")

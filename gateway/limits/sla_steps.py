@@ -49,6 +49,9 @@ def growth(
         reach = max(math.ceil(math.sqrt(limit)), (obs.kv_fits or 0) - limit)
         step = max(step_size(limit, p.probe_gain), min(room, reach))
         why = "toward the band"
+        judged = judged_from(obs, p)
+        if judged is not None and limit < judged:
+            step = min(step, judged - limit)
     else:
         step = max(1, min(room, step_size(limit, p.probe_gain)))
         if knee is not None:
@@ -58,6 +61,13 @@ def growth(
     if held is not None:
         return 0, held
     return min(step, obs.ceiling - limit), why
+
+
+def judged_from(obs: Observation, p: SLAParams) -> int | None:
+    """The limit from which a raise is a throughput probe, kept only on a measured gain, if known."""
+    if obs.kv_fits is None:
+        return None
+    return max(1, math.ceil(obs.kv_fits * p.judged_past_kv))
 
 
 def kv_jump(obs: Observation, step: int, measured: list[Entry]) -> int | None:
