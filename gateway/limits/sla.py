@@ -15,14 +15,14 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell`, or a
     floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
-    r > 1, a lower L' measured with r' < r           L <- L - (r - 1)(L - L') / (r - r')   p90_over_target
-    r > 1, none, r <= 1 + 2p                         L <- max(L / r, L - max(1, p L))      p90_over_target
-    r > 1, none                                      L <- L x max(1 - m, 1 / r)           p90_over_target
+    r > 1 otherwise         L <- where r = 1: the secant through a lower limit measured lately,
+                            else L / r (gateway.limits.sla_steps.cut)                  p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
     r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
+Growth stops at J = `judged_past_kv` x K; a raise from J on is judged as a throughput probe is.
 Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K when K is above that
 and no limit as high was measured lately; after `probe_dwell` seconds measured since the probe took
 effect keep it if the rate rose by (1 + g) beyond the noise (a step that gained half in proportion
@@ -48,16 +48,15 @@ Why each rule:
   the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
   a tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and taken as 4's it
   would prove a latency floor that is not there.
-- Secant cut: with r measured at two limits the linear interpolation gives the limit where r = 1;
-  without a second point latency is assumed proportional to L, never more than halving, and a P90
-  just over target (r <= 1 + 2p) is one step past the knee, so one probe step back.
-- Throughput decides where latency has room: KV saturation and preemptions are costs only when the
-  measured rate or P90 shows them, so the limit climbs past them while the rate still rises.
+- Throughput decides where latency has room: KV saturation and preemptions are costs only as the
+  measured rate or P90 shows them, so the limit climbs past what the KV cache holds, but only on a
+  measured gain: climbing on the mere absence of a measured loss drifted into losses of 5-10% that
+  the count noise of whole answers hides.
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
-  rates (whole answers are a Poisson count), so a few finished non-streaming requests more or less
-  in a second do not move the limit; a probe whose gain is within the noise is measured longer
-  (up to `probe_every`) before its point estimate decides; probes are judged only on what they
-  delivered after they took effect.
+  rates (whole answers are a Poisson count); a probe whose gain is within the noise is measured
+  longer (up to `probe_every`), then undone if it was a raise within target (holding meets the
+  SLA) and decided by its point estimate in the throughput climb (latency is missed anyway);
+  probes are judged only on what they delivered after they took effect.
 - Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth
   is one proportional step and never into that limit; fast growth only where no knee is known
   within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the
@@ -81,13 +80,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Literal
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
-from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target
+from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
 from gateway.limits.sla_params import SLAParams
-from gateway.limits.sla_steps import growth, judged_from, kv_jump, step_size
+from gateway.limits.sla_steps import cut, growth, judged_from, kv_jump, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
@@ -104,7 +104,9 @@ class SLALimit:
         self._next_probe_at = -math.inf
         self._failures = 0  # probes undone in a row: the wait before the next doubles with each
         self._step = 0  # the next throughput probe's step after one gained in proportion (slow start)
-        self._jumped = False  # the throughput probe being measured went straight to what the KV cache holds
+        # The probe being measured: a throughput "step", a "jump" to what the KV cache holds, or a
+        # raise "within" target past that.
+        self._kind: Literal["step", "jump", "within"] = "step"
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._front_end = FrontEndDelay(  # the front end's delay seen as a latency floor
@@ -196,21 +198,10 @@ class SLALimit:
             self._probe_failed(obs)
         elif obs.since_change >= self.params.max_probe_wait:
             self._failures = 0  # a limit that held long is over target now: conditions changed
-        lower = self.ledger.below(obs.now, limit)
-        if lower is not None and lower.ratio is not None and lower.ratio < r:
-            wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
-            how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
-        elif r <= 1.0 + 2.0 * self.params.probe_gain:
-            # Just over: a step past the knee, not lost capacity; one probe step back.
-            wanted = max(limit / r, limit - step_size(limit, self.params.probe_gain))
-            how = f"{limit} / {r:.2f}, at most one step"
-        else:
-            wanted = limit / r
-            how = f"{limit} / {r:.2f}"
-        wanted = max(wanted, limit * (1.0 - self.params.max_decrease))
+        wanted, how = cut(limit, r, self.ledger.below(obs.now, limit), self.params)
         return decide(
             obs,
-            min(limit - 1, math.floor(wanted)),
+            wanted,
             "p90_over_target",
             f"{signal} P90 {obs.p90[signal]:.3f}s is {r:.2f}x its target on "
             f"{obs.counts.get(signal, 0)} values: to where it meets it, {how}",
@@ -266,9 +257,8 @@ class SLALimit:
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._failures = 0  # the previous step held
-                judged = judged_from(obs, self.params)
-                if judged is not None and limit >= judged:
-                    self._probe_from, self._jumped = limit, False
+                if (judged := judged_from(obs, self.params)) is not None and limit >= judged:
+                    self._probe_from, self._kind = limit, "within"
                     why = f"{why}, past what the KV cache holds: kept on a measured gain"
                 return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {r:.2f}; {why}")
@@ -289,10 +279,10 @@ class SLALimit:
             if self._may_probe(obs):
                 step = max(self._step, step_size(limit, self.params.rate_probe_gain))
                 jump = kv_jump(obs, step, self.ledger.fresh(now, self.params.probe_dwell))
-                self._jumped = jump is not None
+                self._kind = "step" if jump is None else "jump"
                 self._probe_from = limit
                 target = min(obs.ceiling, jump or limit + step)
-                why = f"to {target}, what the KV cache holds" if self._jumped else f"trying {target}"
+                why = f"to {target}, what the KV cache holds" if jump else f"trying {target}"
                 return decide(obs, target, "probe", why)
             return decide(obs, limit, "steady", "holding the limit with the most throughput")
         return self._judge(obs, here, measured)
@@ -307,21 +297,19 @@ class SLALimit:
         held = held_outside(
             self.ledger.fresh(now), limit, self.params.hidden_share, self.params.min_gain, hidden(obs)
         )
-        keep = held is None and (start is None or self._gains(here, start))
-        if start is not None and held is None and not keep:
-            # Too few answers behind the rates to tell: measure up to `probe_every` longer; then
-            # the point estimate decides.
-            z = self.params.noise_z * math.hypot(here.rate * here.noise, start.rate * start.noise)
-            undecided = here.rate + z > (1.0 + self.params.min_gain) * start.rate
-            if undecided and obs.since_change < self._settle(obs) + self.params.probe_every:
+        keep: bool | None = held is None
+        if keep and start is not None:
+            more_time = obs.since_change < self._settle(obs) + self.params.probe_every
+            # Within target holding meets the SLA; in the throughput climb latency is missed anyway.
+            keep = probe_kept(here, start, self.params, more_time, on_point=self._kind != "within")
+            if keep is None:
                 return decide(obs, limit, "probing", f"measuring {compare(here, start)}")
-            keep = undecided and here.rate > (1.0 + self.params.min_gain) * start.rate
         if keep:
             # Slow start: a gain of half the proportional one doubles the next step.
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
-            self._step = 2 * (limit - self._probe_from) if strong and not self._jumped else 0
+            self._step = 2 * (limit - self._probe_from) if strong and self._kind == "step" else 0
             self._probe_from, self._failures = None, 0
             return decide(obs, limit, "probe", "" if start is None else compare(here, start))
         back, self._probe_from, self._step = self._probe_from, None, 0

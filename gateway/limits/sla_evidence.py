@@ -1,6 +1,7 @@
 """What the `sla` controller reads from one observation and the ledger: which P90 is over target on
-enough evidence, whether a rate is clearly higher than another, how many requests in flight the
-engine does not count, and whether the last increase of the limit only went there.
+enough evidence, whether a rate is clearly higher than another and a probe up is kept, how many
+requests in flight the engine does not count, and whether the last increase of the limit only went
+there.
 
 Pure functions of their arguments.
 """
@@ -11,6 +12,7 @@ import math
 
 from gateway.limits.base import quantile_exceeds, worst_ratio
 from gateway.limits.ledger import Entry
+from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA, Observation, Signal
 
 
@@ -42,6 +44,20 @@ def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:
     """Whether `a` delivered more than (1 + min_gain) x `b`, by more than z x both counts' noise."""
     noise = math.hypot(a.rate * a.noise, b.rate * b.noise)
     return a.rate - (1.0 + min_gain) * b.rate > z * noise
+
+
+def probe_kept(here: Entry, start: Entry, p: SLAParams, more_time: bool, on_point: bool) -> bool | None:
+    """Whether a probe from `start` to `here` is kept: yes on a gain beyond the noise, no on none
+    within it; a gain the noise leaves open waits (None) while there is `more_time` to measure, then
+    is decided by its point estimate if `on_point`, else undone."""
+    if gains(here, start, p.min_gain, p.noise_z):
+        return True
+    noise = p.noise_z * math.hypot(here.rate * here.noise, start.rate * start.noise)
+    if here.rate + noise <= (1.0 + p.min_gain) * start.rate:
+        return False
+    if more_time:
+        return None
+    return on_point and here.rate > (1.0 + p.min_gain) * start.rate
 
 
 def hidden(obs: Observation) -> float | None:

@@ -1,22 +1,30 @@
-"""How far the `sla` controller raises its limit: pure functions of the ledger, the parameters and
+"""How far the `sla` controller moves its limit: pure functions of the ledger, the parameters and
 the observation.
 
-    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
+    over target, a lower L' measured with r' < r:  L - (r - 1)(L - L') / (r - r'), the secant to r = 1
+    over target, r <= 1 + 2p:                       max(L / r, L - max(1, p L)), one step back
+    over target, otherwise:                         L / r;  every cut at least 1, at most m L
+    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L))), not past J
     within target, near a knee:    step = max(1, min(room, p L)), below the knee
     room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
+    J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
 
-Why: far from any limit measured at the band, growth is fast, as far as room allows. Up to K at once,
-because below what its KV cache holds a batching engine's latency grows slower than its batch (on
-the real engine TPOT 2.2x for 4x the batch), and each step costs the wait for min_samples values
-from requests sent after it (at 8 with 400-token answers, about 10 s); past K, where preemption and
-queueing make latency grow faster than the batch, never more than sqrt(L) at once, so one step
-cannot overshoot the knee by more than a probe can undo. Near a knee one proportional step,
-never into the limit measured at the band. Growth stops while the requests of the last raise landed
-outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
-rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
-there at once instead of in steps of q L, each of which costs a settle and a dwell; not again
-while a limit as high was measured lately, so a jump undone is not repeated before its evidence ages.
+Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
+latency taken as proportional to the limit, never more than m at once; a P90 just over target is
+one step past the knee, not lost capacity, so one step back. Growth stops at J so that every raise
+past it is measured against the limit below. Far from any limit measured at the band, growth is
+fast, as far as room allows. Up to K at once, because below what its KV cache holds a batching
+engine's latency grows slower than its batch (on the real engine TPOT 2.2x for 4x the batch), and
+each step costs the wait for min_samples values from requests sent after it (at 8 with 400-token
+answers, about 10 s); past K, where preemption and queueing make latency grow faster than the
+batch, never more than sqrt(L) at once, so one step cannot overshoot the knee by more than a probe
+can undo. Near a knee one proportional step, never into the limit measured at the band. Growth
+stops while the requests of the last raise landed outside the engine and the rate did not rise
+(sla_evidence.held_outside). A batching engine's rate rises with its batch until its KV cache is
+full, so with the SLA out of reach the first probe goes there at once instead of in steps of q L,
+each of which costs a settle and a dwell; not again while a limit as high was measured lately, so a
+jump undone is not repeated before its evidence ages.
 """
 
 from __future__ import annotations
@@ -32,6 +40,22 @@ from gateway.types import Observation
 def step_size(limit: int, gain: float) -> int:
     """One proportional step: gain x limit, at least 1."""
     return max(1, round(gain * limit))
+
+
+def cut(limit: int, r: float, lower: Entry | None, p: SLAParams) -> tuple[int, str]:
+    """Where to cut a limit whose P90/target is r > 1, and how that was found; `lower` is the
+    nearest lower limit measured lately."""
+    if lower is not None and lower.ratio is not None and lower.ratio < r:
+        wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
+        how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
+    elif r <= 1.0 + 2.0 * p.probe_gain:
+        wanted = max(limit / r, limit - step_size(limit, p.probe_gain))
+        how = f"{limit} / {r:.2f}, at most one step"
+    else:
+        wanted = limit / r
+        how = f"{limit} / {r:.2f}"
+    wanted = max(wanted, limit * (1.0 - p.max_decrease))
+    return min(limit - 1, math.floor(wanted)), how
 
 
 def growth(

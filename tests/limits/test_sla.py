@@ -173,6 +173,40 @@ def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: Ob
     assert step(8, 0.25, 40) == 20  # as far as room allows
     assert step(8, 0.6, 16) == 4  # room 8 x (0.9 / 0.6 - 1) = 4
     assert step(20, 0.25, 16) == 5  # past what it holds: sqrt(20), rounded up
+    assert step(10, 0.25, 12) == 2  # sqrt(10) would pass what it holds: growth stops there
+
+
+def past_the_kv_cache(a: SLALimit, obs: ObsFactory, tokens_at_25: float) -> list[Decision]:
+    """A limit at what the KV cache holds (20) delivering 1,000 tokens/s raises to 25, which then
+    delivers `tokens_at_25` a second; the decisions taken at 25, a tick a second."""
+    fits = {"kv_fits": 20, "p90": {"ttft": 0.3}, "interval": 1.0}
+    for t in range(6):
+        few = {"counts": {"ttft": 3}} if t < 5 else {}  # 20 measured for 5 s before it may grow
+        d = a.update(
+            obs(limit=20, now=100.0 + t, since_change=10.0 + t, delivered_tokens=1000.0, **fits, **few)
+        )
+    assert (d.limit, d.reason) == (25, "probe")
+    return [
+        a.update(obs(limit=25, now=106.0 + t, since_change=t, delivered_tokens=tokens_at_25, **fits))
+        for t in range(1, 30)
+    ]
+
+
+def test_past_what_the_kv_cache_holds_a_raise_is_kept_only_on_a_measured_gain(obs: ObsFactory) -> None:
+    flat = past_the_kv_cache(algo(), obs, 1000.0)
+    moved = next(d for d in flat if d.limit != 25)
+    assert (moved.limit, moved.reason) == (20, "no_gain")
+    assert all(d.reason == "probing" for d in flat[: flat.index(moved)])
+    gained = past_the_kv_cache(algo(), obs, 1200.0)
+    kept = next(d for d in gained if d.reason != "probing")
+    assert (kept.limit, kept.reason) == (25, "probe")
+    # Kept: the next raise comes once the P90s stand on values from after this one.
+    assert max(d.limit for d in gained) > 25
+
+
+def test_judged_past_kv_set_high_grows_on_latency_room_alone(obs: ObsFactory) -> None:
+    flat = past_the_kv_cache(algo(judged_past_kv=1000.0), obs, 1000.0)
+    assert all(d.reason != "no_gain" for d in flat) and max(d.limit for d in flat) > 25
 
 
 def test_growth_waits_for_evidence_at_the_current_limit(obs: ObsFactory) -> None:
