@@ -124,6 +124,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--workload",
         action="append",
         type=matrix.argument,
+        default=[],
         help="a workload of your own, NAME:chat|completions:stream|nonstream:PROMPT:OUTPUT[:prefix=N]"
         "[:clients=N], PROMPT and OUTPUT tokens N or LO-HI; again for more",
     )
@@ -160,7 +161,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.repeat is None:
         args.repeat = 2 if args.quick else 3
     names = None if args.workloads is None else [n for n in args.workloads.split(",") if n]
-    args.workload_list = matrix.selected(names, args.workload or [])
+    args.workload_list = matrix.selected(names, args.workload)
     args.levels = [level for level in args.levels.split(",") if level]
     unknown = set(args.levels) - set(matrix.LEVELS)
     if unknown:
