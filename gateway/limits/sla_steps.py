@@ -4,8 +4,9 @@ the observation.
     over target, a lower L' measured with r' < r:  L - (r - 1)(L - L') / (r - r'), the secant to r = 1
     over target, r <= 1 + 2p:                       max(L / r, L - max(1, p L)), one step back
     over target, otherwise:                         L / r;  every cut at least 1, at most m L
-    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L))), not past J
+    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
     within target, near a knee:    step = max(1, min(room, p L)), below the knee
+    within target, below J:        either step, not past J
     room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
     J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
@@ -73,14 +74,14 @@ def growth(
         reach = max(math.ceil(math.sqrt(limit)), (obs.kv_fits or 0) - limit)
         step = max(step_size(limit, p.probe_gain), min(room, reach))
         why = "toward the band"
-        judged = judged_from(obs, p)
-        if judged is not None and limit < judged:
-            step = min(step, judged - limit)
     else:
         step = max(1, min(room, step_size(limit, p.probe_gain)))
         if knee is not None:
             step = min(step, knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
+    judged = judged_from(obs, p)
+    if judged is not None and limit < judged:
+        step = min(step, judged - limit)
     held = held_outside(fresh, limit, p.hidden_share, p.min_gain, hidden(obs))
     if held is not None:
         return 0, held

@@ -176,6 +176,13 @@ def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: Ob
     assert step(10, 0.25, 12) == 2  # sqrt(10) would pass what it holds: growth stops there
 
 
+def test_growth_near_a_knee_stops_at_what_the_kv_cache_holds(obs: ObsFactory) -> None:
+    a = algo()
+    a.update(replace(measured(obs, 30, 0.95, 100.0), kv_fits=21))  # 30 measured at the band
+    # Near the knee one step is 10% of 20 = 2; it stops at 21, from where a raise is judged.
+    assert a.update(replace(measured(obs, 20, 0.5, 110.0), kv_fits=21)).limit == 21
+
+
 def past_the_kv_cache(a: SLALimit, obs: ObsFactory, tokens_at_25: float) -> list[Decision]:
     """A limit at what the KV cache holds (20) delivering 1,000 tokens/s raises to 25, which then
     delivers `tokens_at_25` a second; the decisions taken at 25, a tick a second."""
