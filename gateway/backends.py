@@ -6,7 +6,8 @@ Every ejection is logged with its cause. A backend that answers, even with a 5xx
 stream or a stream that stops, is not ejected for it while it is the last in rotation for one of its
 models: its answers still reach the clients, while without it every request would get 503
 `no_backend` (at 50% errors, a quarter of the requests did). Failing to connect, or to answer before
-the first-byte timeout, ejects it regardless, and so do failed health checks.
+the first-byte timeout, ejects it regardless, and so do failed health checks, except one that got
+no answer in time from a backend that is busy rather than down (gateway.monitor).
 Choice is late: `pick` runs when a request is about to be dispatched (or, at late binding, when a
 slot frees for the waiters allowed to go next) and asks the routing strategy (gateway.routing) which
 backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to

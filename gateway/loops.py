@@ -114,6 +114,7 @@ class Loops:
             clock=self._clock,
             timeout=timeout,
             on_available=self._queues.wake,
+            last_in_rotation=self._queues.pool.last_in_rotation,
             scrapes=None if self._sharing is None else self._sharing.scrapes,
         )
 

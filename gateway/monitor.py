@@ -5,6 +5,13 @@ EngineStats for the limiter; the prefix-cache counters' growth, whose going back
 restarted and lost its cache), and GET /v1/models when the backend has no models yet or just came
 back. A failed check counts like a failed request toward ejection; a passing one puts the backend back
 once its ejection backoff has run out.
+
+A check that connected but got no answer in time does not eject the last backend in rotation for one
+of its models: an engine that is busy (a long prefill, a CPU-starved API server) answers late, and
+without it every request would get 503 `no_backend` until a check passed and the backoff ran out,
+while with it they wait in the queue and are served once it catches up. Refused or dropped
+connections, a failed connect and a check answered with an error eject it as before, and a request
+that fails to connect or times out before its first byte ejects it regardless (gateway.forwarder).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class BackendMonitor:
         clock: Clock,
         timeout: float,
         on_available: Callable[[Backend], None],
+        last_in_rotation: Callable[[Backend], bool],
         scrapes: Callable[[Backend], bool] | None = None,
     ) -> None:
         self.backend = backend
@@ -41,6 +49,7 @@ class BackendMonitor:
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._on_available = on_available
+        self._last_in_rotation = last_in_rotation
         self._scrapes = scrapes
         """Whether to read /metrics now; with shared state only the backend's leader does."""
         self._previous: VllmScrape | None = None
@@ -58,7 +67,8 @@ class BackendMonitor:
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             reason = f"health check failed: {exc.__class__.__name__}: {exc}".rstrip(": ")
             if b.healthy:
-                b.record_failure(reason)  # logs when it ejects
+                late = isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ConnectionTimeoutError)
+                b.record_failure(reason, may_eject=not (late and self._last_in_rotation(b)))  # logs ejections
             else:
                 b.last_error = reason
             return

@@ -1,8 +1,9 @@
-"""Passive ejection takes a failing backend out only where another can serve, and says so.
+"""Ejection takes a failing backend out only where another can serve, and says so.
 
 The only backend of a model answering half its requests with 500 used to be ejected after three in
 a row, and then requests got 503 `no_backend` (46 of 200) although the backend was answering;
-5xx ejections were not logged at all.
+5xx ejections were not logged at all. The only backend stalling long enough for three health checks
+to time out was ejected too, and requests got 503 after it had caught up.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 from collections import Counter
 
 import httpx
+from abuse_helpers import eventually
 
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
@@ -44,6 +46,44 @@ def test_the_only_backend_answering_errors_stays_in_rotation() -> None:
         answers = complete(gw, 100)
         assert set(answers) <= {"200", "500"} and answers["500"] > 25, answers
         assert "out of rotation" not in log_of(gw)
+
+
+def backend_state(gw: Proc) -> list[dict[str, object]]:
+    backends: list[dict[str, object]] = httpx.get(f"{gw.url}/admin/state").json()["backends"]
+    return backends
+
+
+def test_the_only_backend_stalling_past_its_health_checks_stays_and_serves_when_it_catches_up() -> None:
+    with (
+        spawn_sim("--profile", "tiny-cpu") as sim,
+        spawn_gateway({"backends": [sim.url], "health": HEALTH, "retries": 0}) as gw,
+    ):
+        assert complete(gw, 2) == Counter({"200": 2})
+        httpx.post(f"{sim.url}/sim/faults", json={"hang": True})
+        eventually(lambda: backend_state(gw)[0]["consecutive_failures"] > 3, what="health checks timing out")
+        assert backend_state(gw)[0]["in_rotation"] is True
+        httpx.post(f"{sim.url}/sim/faults", json={"reset": True})
+        assert complete(gw, 5) == Counter({"200": 5})  # ejected, these were 503 for the backoff's 5 s
+        assert "out of rotation" not in log_of(gw)
+
+
+def test_a_stalling_backend_with_a_healthy_peer_is_ejected() -> None:
+    with (
+        spawn_sim("--profile", "tiny-cpu") as bad,
+        spawn_sim("--profile", "tiny-cpu") as good,
+        spawn_gateway(
+            {
+                "backends": [{"url": bad.url, "name": "bad"}, {"url": good.url, "name": "good"}],
+                "health": HEALTH,
+            }
+        ) as gw,
+    ):
+        eventually(lambda: all(b["in_rotation"] for b in backend_state(gw)), what="both in rotation")
+        httpx.post(f"{bad.url}/sim/faults", json={"hang": True})
+        eventually(lambda: "backend bad out of rotation" in log_of(gw), what="the stalled backend ejected")
+        assert "last: health check failed: TimeoutError" in log_of(gw)
+        assert complete(gw, 5) == Counter({"200": 5})
+        httpx.post(f"{bad.url}/sim/faults", json={"reset": True})
 
 
 def test_a_failing_backend_with_a_healthy_peer_is_ejected_and_the_ejection_logged() -> None:
