@@ -53,6 +53,7 @@ class BackendMonitor:
         self._scrapes = scrapes
         """Whether to read /metrics now; with shared state only the backend's leader does."""
         self._previous: VllmScrape | None = None
+        self._previous_at = 0.0
 
     @property
     def _headers(self) -> dict[str, str]:
@@ -100,16 +101,19 @@ class BackendMonitor:
                 return  # not every OpenAI-compatible server exports metrics; latency still works
             text = await resp.text()
         scrape = parse_vllm_metrics(text)
-        stats = to_engine_stats(scrape, self._previous, self._clock())
+        now = self._clock()
+        stats = to_engine_stats(scrape, self._previous, now, previous_at=self._previous_at)
         queries, hits, restarted = prefix_cache_growth(scrape, self._previous)
         b.observe_prefix_cache(queries, hits, restarted=restarted)
-        self._previous = scrape
+        self._previous, self._previous_at = scrape, now
         b.engine_stats = stats
         b.limiter.observe(stats)
 
 
-def to_engine_stats(scrape: VllmScrape, previous: VllmScrape | None, now: float) -> EngineStats:
-    """Turn a scrape, and the difference from the one before, into the limiter's view."""
+def to_engine_stats(
+    scrape: VllmScrape, previous: VllmScrape | None, now: float, *, previous_at: float = 0.0
+) -> EngineStats:
+    """Turn a scrape, and the difference from the one `previous_at` before it, into the limiter's view."""
 
     def p90(signal: str) -> float | None:
         current = scrape.histograms.get(signal)
@@ -124,8 +128,13 @@ def to_engine_stats(scrape: VllmScrape, previous: VllmScrape | None, now: float)
     e2e = scrape.histograms.get("e2e")
     if e2e and previous is not None and (before := previous.histograms.get("e2e")):
         finished = window_count(before, e2e)
+    rate = None
+    tokens, before_tokens = scrape.generation_tokens, previous.generation_tokens if previous else None
+    if tokens is not None and before_tokens is not None and tokens >= before_tokens and now > previous_at:
+        rate = (tokens - before_tokens) / (now - previous_at)
     return EngineStats(
         at=now,
+        generation_rate=rate,
         kv_usage=scrape.kv_usage,
         waiting=scrape.waiting,
         running=scrape.running,

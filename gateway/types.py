@@ -91,6 +91,8 @@ class EngineStats:
     tpot_p90: float | None = None
     finished: float = 0.0
     """Requests the backend finished since the previous scrape (e2e histogram count delta)."""
+    generation_rate: float | None = None
+    """Output tokens/s the backend generated since the previous scrape (vllm:generation_tokens_total)."""
 
     def p90(self, signal: Signal) -> float | None:
         """The window P90 of TTFT or TPOT; none of e2e, which the gateway measures on every request."""
@@ -99,6 +101,16 @@ class EngineStats:
         if signal == "tpot":
             return self.tpot_p90
         return None
+
+    def generated(self, inflight: int, seconds: float) -> float | None:
+        """Output tokens generated over `seconds` at the pace of the last scrape, if every request
+        the backend counts may be one of `inflight` sent through the gateway (None otherwise: then
+        others' traffic is in the count)."""
+        if self.generation_rate is None or self.running is None or self.waiting is None:
+            return None
+        if self.running + self.waiting > inflight:
+            return None
+        return self.generation_rate * seconds
 
     def outside(self, inflight: int) -> float | None:
         """Of `inflight` requests sent to this backend, those it counts neither running nor waiting."""
@@ -139,13 +151,16 @@ class Observation:
     values: dict[Signal, list[float]] = field(default_factory=dict)
     """The values behind each P90, sorted (none for a P90 read from the backend's histogram)."""
     delivered_tokens: float = 0.0
-    """Output tokens this backend delivered through the gateway since the previous tick: the
-    tokens of requests that finished plus the progress of streams in flight."""
+    """Output tokens this backend produced for the gateway's requests since the previous tick: its
+    own count where the last scrape is fresh and counts no more requests than the gateway has in
+    flight (`EngineStats.generated`), else the tokens of requests that finished plus the progress
+    of streams in flight."""
     lumped_tokens: float = 0.0
     """Of `delivered_tokens`, those counted only when their request finished (a non-streaming
-    answer, a stream's last events): whole answers at a time, with a count's noise."""
+    answer, a stream's last events): whole answers at a time, with a count's noise; none in the
+    backend's own count."""
     finished: int = 0
-    """Requests that finished since the previous tick (their remainders are `lumped_tokens`)."""
+    """Requests that finished since the previous tick."""
     outside_engine: float | None = None
     """Requests in flight through the gateway that the last scrape counted neither running nor
     waiting (`EngineStats.outside`); None without such a scrape."""

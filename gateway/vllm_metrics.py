@@ -4,10 +4,10 @@ A full exposition parser costs milliseconds on vLLM's few hundred lines and runs
 that also forwards tokens, so this scans lines and parses only the names it wants.
 Names (vLLM 0.2x-0.33): `vllm:kv_cache_usage_perc` (servers before 0.12: `vllm:gpu_cache_usage_perc`),
 `vllm:num_requests_waiting`, `vllm:num_requests_running`, `vllm:num_preemptions_total`,
-`vllm:cache_config_info{block_size,num_gpu_blocks}`, the prefix-cache counters
-`vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total` (tokens), and the latency
-histograms. Series with several `engine` labels (data parallel) are summed, except KV usage, where
-the fullest engine counts.
+`vllm:generation_tokens_total`, `vllm:cache_config_info{block_size,num_gpu_blocks}`, the
+prefix-cache counters `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`
+(tokens), and the latency histograms. Series with several `engine` labels (data parallel) are
+summed, except KV usage, where the fullest engine counts.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ _GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_preemptions_total": "preemptions",
     "vllm:num_preemptions": "preemptions",
+    "vllm:generation_tokens_total": "generation_tokens",
     "vllm:prefix_cache_queries_total": "prefix_queries",
     "vllm:prefix_cache_hits_total": "prefix_hits",
 }
@@ -51,6 +52,8 @@ class VllmScrape:
     waiting: float | None = None
     running: float | None = None
     preemptions_total: float | None = None
+    generation_tokens: float | None = None
+    """Output tokens the engine has generated since it started (a counter)."""
     prefix_queries: float | None = None
     prefix_hits: float | None = None
     """vLLM's prefix-cache counters: tokens looked up, and of those found cached."""
@@ -159,6 +162,7 @@ class _Scan:
         out.waiting = self.sums.get("waiting")
         out.running = self.sums.get("running")
         out.preemptions_total = self.sums.get("preemptions")
+        out.generation_tokens = self.sums.get("generation_tokens")
         out.prefix_queries = self.sums.get("prefix_queries")
         out.prefix_hits = self.sums.get("prefix_hits")
         return out

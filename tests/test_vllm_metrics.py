@@ -57,6 +57,23 @@ def test_window_p90_comes_from_bucket_deltas_between_scrapes() -> None:
     assert to_engine_stats(after, None, now=5.0).ttft_p90 is None
 
 
+def test_the_rate_of_generated_tokens_between_scrapes() -> None:
+    def scrape(tokens: float) -> str:
+        return (
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {tokens}\n'
+            f'vllm:generation_tokens_total{{engine="1",model_name="m"}} {tokens / 2}\n'
+            f'vllm:generation_tokens_created{{engine="0",model_name="m"}} 1.7e9\n'
+        )
+
+    first, later = parse_vllm_metrics(scrape(1000)), parse_vllm_metrics(scrape(1400))
+    assert first.generation_tokens == 1500.0  # engines summed
+    assert to_engine_stats(later, first, now=12.0, previous_at=10.0).generation_rate == 300.0
+    assert to_engine_stats(first, None, now=12.0).generation_rate is None
+    restarted = parse_vllm_metrics(scrape(10))
+    assert to_engine_stats(restarted, later, now=14.0, previous_at=12.0).generation_rate is None
+    assert to_engine_stats(parse_vllm_metrics(""), later, now=14.0, previous_at=12.0).generation_rate is None
+
+
 def test_prefix_cache_counters_and_their_growth_between_scrapes() -> None:
     def scrape(queries: float, hits: float) -> str:
         return (

@@ -229,12 +229,15 @@ class Limiter:
         live = evidence.live()
         p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._engine_stats)
         lumped, finished = evidence.take_lumped()
+        received = evidence.take_delivered()
+        peak, interval = max(self._inflight.peak, inflight), now - self._last_tick_at
+        generated = self._generated(now, peak, interval)
         obs = Observation(
             now=now,
             limit=self._limit,
             ceiling=self._ceiling,
             floor=self._floor,
-            peak_inflight=max(self._inflight.peak, inflight),
+            peak_inflight=peak,
             queued=queued,
             p90=p90,
             p50=p50,
@@ -246,11 +249,11 @@ class Limiter:
             p90_e2e_per_token=nearest_rank(evidence.per_token_values(self._control_samples), 0.9),
             counts=counts,
             values=values,
-            delivered_tokens=float(evidence.take_delivered()),
-            lumped_tokens=float(lumped),
+            delivered_tokens=float(received) if generated is None else generated,
+            lumped_tokens=float(lumped) if generated is None else 0.0,
             finished=finished,
             outside_engine=None if self._engine_stats is None else self._engine_stats.outside(inflight),
-            interval=now - self._last_tick_at,
+            interval=interval,
             kv_fits=self._kv.kv_ceiling(),
         )
         self._last_tick_at = now
@@ -271,6 +274,15 @@ class Limiter:
         self._inflight.set_limit(self._limit)
         self._last_decision = decision
         return decision
+
+    def _generated(self, now: float, inflight: int, seconds: float) -> float | None:
+        """The backend's own count of its output over `seconds` (`EngineStats.generated`), if its
+        last scrape is fresh: unlike the tokens the clients received, it has no whole answers'
+        lumps, so no count noise."""
+        stats = self._engine_stats
+        if stats is None or stats.at <= now - 2 * seconds:
+            return None
+        return stats.generated(inflight, seconds)
 
     def _start_epoch(self, at: float) -> None:
         self._epoch_at = at

@@ -2,8 +2,8 @@
 learned online from what each limit delivered; when no limit meets the SLA, say so and hold the
 limit with the most throughput instead of starving the backend.
 
-Every tick the algorithm is told the output tokens delivered since the previous tick (finished
-requests plus the progress of streams in flight, and which of them came as whole answers) and the
+Every tick the algorithm is told the output tokens delivered since the previous tick (the engine's
+count, else finished requests plus streams' progress, and which came as whole answers) and the
 window P90s since the limit last changed. It keeps a ledger (gateway.limits.ledger) of the rate,
 its count noise, the requests held outside the engine and the worst P90/target ratio r at each
 limit L, and moves by these rules, in order (u = `increase_below`, K = the requests the KV cache
@@ -53,10 +53,10 @@ Why each rule:
   measured gain: climbing on the mere absence of a measured loss drifted into losses of 5-10% that
   the count noise of whole answers hides.
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
-  rates (whole answers are a Poisson count); a probe whose gain is within the noise is measured
-  longer (up to `probe_every`), then undone if it was a raise within target (holding meets the
-  SLA) and decided by its point estimate in the throughput climb (latency is missed anyway);
-  probes are judged only on what they delivered after they took effect.
+  rates (whole answers are a Poisson count, which the engine's own count avoids); a probe whose
+  gain is within the noise is measured longer (up to `probe_every`), then undone if it was a raise
+  within target (holding meets the SLA) and decided by its point estimate in the throughput climb
+  (latency is missed anyway); probes are judged only on what they delivered after they took effect.
 - Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth
   is one proportional step and never into that limit; fast growth only where no knee is known
   within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the

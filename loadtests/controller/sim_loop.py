@@ -142,6 +142,8 @@ class Loop:
         self.bypass_active = 0
         self.engine_ttfts: list[float] = []
         self.engine_e2es: list[float] = []
+        self.generated = 0  # output tokens the engine generated since the last scrape
+        self.scraped_at = 0.0
         # Request ids start at 1: (0, j) is the shared prefix's block j, the same in every run.
         self.shared = [hash((0, j)) for j in range(workload.shared_prefix_tokens // profile.block_size)]
         self._uid = 0
@@ -212,6 +214,8 @@ class Loop:
         e = self.engine
         ttfts, e2es = sorted(self.engine_ttfts), sorted(self.engine_e2es)
         self.engine_ttfts, self.engine_e2es = [], []
+        elapsed, self.scraped_at = self.now - self.scraped_at, self.now
+        generated, self.generated = self.generated, 0
         return EngineStats(
             at=self.now,
             kv_usage=e.kv_usage,
@@ -221,6 +225,7 @@ class Loop:
             kv_capacity_tokens=self.base.kv_capacity_tokens,
             ttft_p90=nearest_rank(ttfts, 0.9),
             finished=float(len(e2es)),
+            generation_rate=generated / elapsed if elapsed > 0 else None,
         )
 
     def apply_scenario(self, events: list[tuple[float, str, float]]) -> None:
@@ -262,6 +267,7 @@ class Loop:
                 report = self.engine.complete(plan, self.now)
                 self.engine_ttfts += report.ttfts
                 self.engine_e2es += [self.now - s.arrival for s in report.finished]
+                self.generated += report.generation_tokens
                 done = {s.uid for s in report.finished}
                 for seq in report.emitted:
                     self.deliver(seq, seq.uid in done, run)

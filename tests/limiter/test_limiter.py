@@ -411,6 +411,31 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     assert [(o.delivered_tokens, o.interval) for o in algo.seen] == [(40.0, 1.0), (85.0, 2.0)]
 
 
+def test_the_backends_own_count_of_its_output_stands_for_whole_answers_when_only_ours_run() -> None:
+    clock = FakeClock(100.0)
+    algo = Recorder()
+    lim = Limiter(algo, clock=clock)
+    slots = [lim.acquire() for _ in range(4)]
+    slots[0].release(Sample(dispatched_at=100.0, e2e=0.5, output_tokens=300))  # one whole answer
+
+    def tick(running: float, waiting: float, at: float) -> Observation:
+        lim.observe(EngineStats(at=at, running=running, waiting=waiting, generation_rate=250.0))
+        clock.now += 2.0
+        lim.tick(queued=0)
+        return algo.seen[-1]
+
+    mine = tick(running=3, waiting=0, at=clock.now + 1.5)
+    assert (mine.delivered_tokens, mine.lumped_tokens, mine.finished) == (500.0, 0.0, 1)
+    # The backend counts more requests than the gateway has in flight: others' traffic is in its count.
+    others = tick(running=3, waiting=4, at=clock.now + 1.5)
+    assert (others.delivered_tokens, others.lumped_tokens) == (0.0, 0.0)
+    slots[1].release(Sample(dispatched_at=100.0, e2e=0.5, output_tokens=120))
+    stale = tick(running=2, waiting=0, at=clock.now - 5.0)  # a scrape from before the last tick
+    assert (stale.delivered_tokens, stale.lumped_tokens) == (120.0, 120.0)
+    for slot in slots[2:]:
+        slot.release(None)
+
+
 def test_state_shows_the_tokens_a_stream_event_carries() -> None:
     lim, clock, _ = limiter()
     assert lim.state()["tokens_per_event"] is None  # no stream has finished
