@@ -18,7 +18,9 @@ Rules:
   time it fills): the requests that filled it were sent together, and requests that start together
   prefill together, so their latency describes the burst and not the limit. On the real engine the
   first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the controller cut within its
-  first five seconds in 11 of 12 runs.
+  first five seconds in 11 of 12 runs. Only ticks that saw the limit idle make those seconds: a
+  tick that comes late (a busy host) saw nothing in between, and taking the gap for a quiet spell
+  threw away the evidence every 10-12 s and held a limit of 8 for 30 s.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - Every rise of the limit in force wakes whoever waits for capacity.
@@ -101,6 +103,7 @@ class Limiter:
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
+        self._idle_at = self._last_change_at  # the last tick at which it did not
         self._epoch_at = self._last_change_at
         self._start_epoch(self._last_change_at)
 
@@ -267,10 +270,12 @@ class Limiter:
             self._limit = new
             self._last_change_at = now
             self._start_epoch(now)
-        elif binding and now - self._binding_at > QUIET:
+        elif binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst
         if binding:
             self._binding_at = now
+        else:
+            self._idle_at = now
         self._inflight.set_limit(self._limit)
         self._last_decision = decision
         return decision

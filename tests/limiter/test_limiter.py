@@ -126,6 +126,27 @@ def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
     assert (d.reason, d.limit) == ("p90_over_target", 4)
 
 
+def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
+    lim, clock, _ = limiter("aimd", min_samples=8)
+    slots = fill(lim)
+    clock.now += 1
+    lim.tick(queued=3)  # the first time it fills: a new epoch
+    finish(slots[:4], clock, ttft=0.2)
+    slots = slots[4:] + [lim.acquire() for _ in range(4)]
+    clock.now += QUIET + 1  # the next tick comes late (a busy host); the limit bound throughout
+    lim.tick(queued=3)
+    assert lim.state()["samples"] == 4  # still the limit's evidence
+    finish(slots, clock, ttft=0.2)
+    for _ in range(3):  # ticks that see it idle for QUIET seconds
+        lim.tick(queued=0)
+        clock.now += 1
+    burst = fill(lim)
+    lim.tick(queued=3)
+    assert lim.state()["samples"] == 0  # the burst that fills it again starts a new epoch
+    for s in burst:
+        s.release(None)
+
+
 def test_peak_inflight_resets_each_tick() -> None:
     lim, clock, _ = limiter(min_samples=1)
     slots = fill(lim)
