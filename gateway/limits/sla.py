@@ -15,8 +15,8 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell`, or a
     floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
-    r > 1 otherwise         L <- where r = 1: the secant through a lower limit measured lately,
-                            else L / r (gateway.limits.sla_steps.cut)                  p90_over_target
+    r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
+                            limit measured lately, else L / r (sla_steps.cut)          p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
@@ -71,8 +71,7 @@ Why each rule:
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
   that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
   cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
-Sources: BBR's probing cycle (Cardwell et al., ACM Queue 2016); Envoy's adaptive concurrency
-filter; Netflix concurrency-limits.
+Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 
 from __future__ import annotations
@@ -198,7 +197,8 @@ class SLALimit:
             self._probe_failed(obs)
         elif obs.since_change >= self.params.max_probe_wait:
             self._failures = 0  # a limit that held long is over target now: conditions changed
-        wanted, how = cut(limit, r, self.ledger.below(obs.now, limit), self.params)
+        used = min(limit, max(1, obs.peak_inflight))  # the concurrency the P90s were measured at
+        wanted, how = cut(used, r, self.ledger.below(obs.now, used), self.params)
         return decide(
             obs,
             wanted,

@@ -12,8 +12,10 @@ the observation.
     J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
 
 Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
-latency taken as proportional to the limit, never more than m at once; a P90 just over target is
-one step past the knee, not lost capacity, so one step back. Growth stops at J so that every raise
+latency taken as proportional to the limit, never more than m at once; it starts from the peak in
+flight when that is lower (a limit can bind on one queued request while fewer run, and the P90s
+were measured at what ran); a P90 just over target is one step past the knee, not lost capacity,
+so one step back. Growth stops at J so that every raise
 past it is measured against the limit below. Far from any limit measured at the band, growth is
 fast, as far as room allows. Up to K at once, because below what its KV cache holds a batching
 engine's latency grows slower than its batch (on the real engine TPOT 2.2x for 4x the batch), and

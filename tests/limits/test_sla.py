@@ -232,6 +232,13 @@ def test_a_lower_limit_that_delivered_clearly_more_pulls_the_limit_down(obs: Obs
     assert (d.reason, d.limit) == ("throughput_falls", 18)
 
 
+def test_a_cut_starts_from_the_requests_in_flight_when_fewer_than_the_limit(obs: ObsFactory) -> None:
+    # One queued request makes a limit of 14 binding while 8 run: the P90 is of 8 in flight.
+    tick = obs(limit=14, peak_inflight=8, queued=1, p90={"ttft": 2.0}, since_change=10.0)
+    d = algo().update(replace(tick, values={"ttft": [2.0] * 20}, counts={"ttft": 20}))
+    assert (d.reason, d.limit) == ("p90_over_target", 4)  # 8 / 2.0, not 14 / 2.0
+
+
 def test_over_target_on_too_few_values_holds(obs: ObsFactory) -> None:
     # 1 of 2 values over: could be one stalled request.
     d = algo().update(
