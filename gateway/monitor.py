@@ -113,7 +113,7 @@ class BackendMonitor:
 def to_engine_stats(
     scrape: VllmScrape, previous: VllmScrape | None, now: float, *, previous_at: float = 0.0
 ) -> EngineStats:
-    """Turn a scrape, and the difference from the one `previous_at` before it, into the limiter's view."""
+    """Turn a scrape, and the difference from the one taken at `previous_at`, into the limiter's view."""
 
     def p90(signal: str) -> float | None:
         current = scrape.histograms.get(signal)
