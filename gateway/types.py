@@ -102,6 +102,11 @@ class EngineStats:
             return self.tpot_p90
         return None
 
+    def fresh(self, now: float, interval: float) -> bool:
+        """Whether this scrape was taken within the last two control intervals of `interval`
+        seconds: an older one may describe a backend that has moved on."""
+        return self.at > now - 2 * interval
+
     def generated(self, inflight: int, seconds: float) -> float | None:
         """Output tokens generated over `seconds` at the pace of the last scrape, if every request
         the backend counts may be one of `inflight` sent through the gateway (None otherwise: then

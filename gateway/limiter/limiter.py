@@ -285,7 +285,7 @@ class Limiter:
         last scrape is fresh: unlike the tokens the clients received, it has no whole answers'
         lumps, so no count noise."""
         stats = self._engine_stats
-        if stats is None or stats.at <= now - 2 * seconds:
+        if stats is None or not stats.fresh(now, seconds):
             return None
         return stats.generated(inflight, seconds)
 

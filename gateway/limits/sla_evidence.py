@@ -63,7 +63,7 @@ def probe_kept(here: Entry, start: Entry, p: SLAParams, more_time: bool, on_poin
 def hidden(obs: Observation) -> float | None:
     """Requests in flight through the gateway that the engine counts neither running nor waiting."""
     stats = obs.engine_stats
-    if stats is None or stats.at <= obs.now - 2 * obs.interval:
+    if stats is None or not stats.fresh(obs.now, obs.interval):
         return None
     return obs.outside_engine
 

@@ -45,7 +45,7 @@ def outside_engine(obs: Observation) -> float | None:
         stats is None
         or stats.ttft_p90 is None
         or "ttft" not in obs.p90
-        or stats.at <= obs.now - 2 * obs.interval
+        or not stats.fresh(obs.now, obs.interval)
     ):
         return None
     return obs.p90["ttft"] - stats.ttft_p90

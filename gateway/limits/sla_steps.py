@@ -13,21 +13,20 @@ the observation.
 
 Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
 latency taken as proportional to the limit, never more than m at once; it starts from the peak in
-flight when that is lower (a limit can bind on one queued request while fewer run, and the P90s
-were measured at what ran); a P90 just over target is one step past the knee, not lost capacity,
-so one step back. Growth stops at J so that every raise
-past it is measured against the limit below. Far from any limit measured at the band, growth is
-fast, as far as room allows. Up to K at once, because below what its KV cache holds a batching
-engine's latency grows slower than its batch (on the real engine TPOT 2.2x for 4x the batch), and
-each step costs the wait for min_samples values from requests sent after it (at 8 with 400-token
-answers, about 10 s); past K, where preemption and queueing make latency grow faster than the
-batch, never more than sqrt(L) at once, so one step cannot overshoot the knee by more than a probe
-can undo. Near a knee one proportional step, never into the limit measured at the band. Growth
-stops while the requests of the last raise landed outside the engine and the rate did not rise
-(sla_evidence.held_outside). A batching engine's rate rises with its batch until its KV cache is
-full, so with the SLA out of reach the first probe goes there at once instead of in steps of q L,
-each of which costs a settle and a dwell; not again while a limit as high was measured lately, so a
-jump undone is not repeated before its evidence ages.
+flight when that is lower (a limit can bind on one queued request while fewer run, and the P90s were
+measured at what ran); a P90 just over target is one step past the knee, not lost capacity, so one
+step back. Growth stops at J so that every raise past it is measured against the limit below. Far
+from any limit measured at the band, growth is fast, as far as room allows. Up to K at once, because
+below what its KV cache holds a batching engine's latency grows slower than its batch (on the real
+engine TPOT 2.2x for 4x the batch), and each step costs the wait for min_samples values from
+requests sent after it (at 8 with 400-token answers, about 10 s); past K, where preemption and
+queueing make latency grow faster than the batch, never more than sqrt(L) at once, so one step
+cannot overshoot the knee by more than a probe can undo. Near a knee one proportional step, never
+into the limit measured at the band. Growth stops while the requests of the last raise landed
+outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
+rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
+there at once instead of in steps of q L, each of which costs a settle and a dwell; not again while
+a limit as high was measured lately, so a jump undone is not repeated before its evidence ages.
 """
 
 from __future__ import annotations

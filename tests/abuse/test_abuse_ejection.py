@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 import httpx
-from abuse_helpers import eventually
+from abuse_helpers import eventually, state
 
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
@@ -48,11 +48,6 @@ def test_the_only_backend_answering_errors_stays_in_rotation() -> None:
         assert "out of rotation" not in log_of(gw)
 
 
-def backend_state(gw: Proc) -> list[dict[str, object]]:
-    backends: list[dict[str, object]] = httpx.get(f"{gw.url}/admin/state").json()["backends"]
-    return backends
-
-
 def test_the_only_backend_stalling_past_its_health_checks_stays_and_serves_when_it_catches_up() -> None:
     with (
         spawn_sim("--profile", "tiny-cpu") as sim,
@@ -60,8 +55,10 @@ def test_the_only_backend_stalling_past_its_health_checks_stays_and_serves_when_
     ):
         assert complete(gw, 2) == Counter({"200": 2})
         httpx.post(f"{sim.url}/sim/faults", json={"hang": True})
-        eventually(lambda: backend_state(gw)[0]["consecutive_failures"] > 3, what="health checks timing out")
-        assert backend_state(gw)[0]["in_rotation"] is True
+        eventually(
+            lambda: state(gw)["backends"][0]["consecutive_failures"] > 3, what="health checks timing out"
+        )
+        assert state(gw)["backends"][0]["in_rotation"] is True
         httpx.post(f"{sim.url}/sim/faults", json={"reset": True})
         assert complete(gw, 5) == Counter({"200": 5})  # ejected, these were 503 for the backoff's 5 s
         assert "out of rotation" not in log_of(gw)
@@ -78,7 +75,7 @@ def test_a_stalling_backend_with_a_healthy_peer_is_ejected() -> None:
             }
         ) as gw,
     ):
-        eventually(lambda: all(b["in_rotation"] for b in backend_state(gw)), what="both in rotation")
+        eventually(lambda: all(b["in_rotation"] for b in state(gw)["backends"]), what="both in rotation")
         httpx.post(f"{bad.url}/sim/faults", json={"hang": True})
         eventually(lambda: "backend bad out of rotation" in log_of(gw), what="the stalled backend ejected")
         assert "last: health check failed: TimeoutError" in log_of(gw)
