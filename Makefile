@@ -147,6 +147,7 @@ bench-proxy: setup
 bench-controller-sim: setup
 	$(BIN)/python -m loadtests.controller.sim_matrix --algorithms sla aimd gradient
 	$(BIN)/python -m loadtests.controller.sim_matrix --server busy-host --algorithms sla aimd gradient
+	$(BIN)/python -m loadtests.controller.capacity_steps
 
 bench-slots: setup
 	$(BIN)/python -m loadtests.bench_slots

@@ -16,7 +16,8 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
     r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
-                            limit measured lately, else L / r (sla_steps.cut)          p90_over_target
+                            limit measured lately (not once L held `max_probe_wait`), else L / r
+                            (sla_steps.cut)                                            p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
@@ -43,11 +44,15 @@ Why each rule:
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
   The cuts that proved the floor were no failed probes, so the first probe waits only for the best
   limit to settle; only a higher limit that delivered less makes it wait, or it would lead back.
-- A cut takes effect only as requests dispatched after it finish: a second cut before `settle`
-  (at least the median e2e) would act on the same evidence again and cascade to the floor. For
-  the same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90
-  a tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and taken as 4's it
-  would prove a latency floor that is not there.
+- A cut takes effect only once the requests admitted above it have finished (gateway.limits.in_force)
+  and then as requests dispatched after it finish: a second cut before `settle` (at least the
+  median e2e) from then would act on the same evidence again and cascade to the floor. For the
+  same reason a limit's rate and P90 ratio enter the ledger only once it has settled: the P90 a
+  tick after a cut from 8 to 4 is of requests that ran in a batch of 8, and taken as 4's it would
+  prove a latency floor that is not there.
+- A limit that held for `max_probe_wait` and is over target now met a change of the backend: the
+  lower limits' readings are of before it, and a secant through one cuts too little (a step back
+  where capacity halved), so the cut is L / r.
 - Throughput decides where latency has room: KV saturation and preemptions are costs only as the
   measured rate or P90 shows them, so the limit climbs past what the KV cache holds, but only on a
   measured gain: climbing on the mere absence of a measured loss drifted into losses of 5-10% that
@@ -82,6 +87,7 @@ from dataclasses import replace
 from typing import Literal
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
+from gateway.limits.in_force import InForce
 from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
@@ -112,6 +118,8 @@ class SLALimit:
             dwell=self.params.probe_dwell, span=self.params.floor_span, memory=self.params.memory
         )
         self._floor_found: tuple[dict[Signal, float], float] | None = None  # floor proven, until when
+        self._in_force = InForce()
+        self._in_force_for = 0.0  # seconds the current limit has been in force, as of this tick
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
@@ -121,6 +129,7 @@ class SLALimit:
         return clamp(self.params.initial, floor, ceiling)
 
     def update(self, obs: Observation) -> Decision:
+        self._in_force_for = self._in_force.seconds(obs)
         decision = self._decide(obs)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
@@ -186,19 +195,22 @@ class SLALimit:
             return decide(
                 obs, limit, "insufficient_samples", f"{signal} over target here as a span above: a floor?"
             )
-        if self._last_move is Direction.DOWN and obs.since_change < settle:
+        if self._last_move is Direction.DOWN and self._in_force_for < settle:
             return decide(
                 obs,
                 limit,
                 "insufficient_samples",
                 f"{signal} P90 is {r:.2f}x its target; the last cut takes effect over {settle:.1f}s",
             )
-        if self._last_move is Direction.UP:
+        # A limit that held long is over target now: conditions changed, and what lower limits
+        # delivered before describes the old ones.
+        changed = obs.since_change >= self.params.max_probe_wait
+        if changed:
+            self._failures = 0
+        elif self._last_move is Direction.UP:
             self._probe_failed(obs)
-        elif obs.since_change >= self.params.max_probe_wait:
-            self._failures = 0  # a limit that held long is over target now: conditions changed
         used = min(limit, max(1, obs.peak_inflight))  # the concurrency the P90s were measured at
-        wanted, how = cut(used, r, self.ledger.below(obs.now, used), self.params)
+        wanted, how = cut(used, r, None if changed else self.ledger.below(obs.now, used), self.params)
         return decide(
             obs,
             wanted,
@@ -299,7 +311,7 @@ class SLALimit:
         )
         keep: bool | None = held is None
         if keep and start is not None:
-            more_time = obs.since_change < self._settle(obs) + self.params.probe_every
+            more_time = self._in_force_for < self._settle(obs) + self.params.probe_every
             # Within target holding meets the SLA; in the throughput climb latency is missed anyway.
             keep = probe_kept(here, start, self.params, more_time, on_point=self._kind != "within")
             if keep is None:
@@ -327,7 +339,7 @@ class SLALimit:
         return (
             here is not None
             and here.seconds >= self.params.probe_dwell
-            and obs.since_change >= self._settle(obs) + self.params.probe_dwell
+            and self._in_force_for >= self._settle(obs) + self.params.probe_dwell
         )
 
     def _may_grow(self, obs: Observation) -> bool:
@@ -343,8 +355,8 @@ class SLALimit:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)
 
     def _settled(self, obs: Observation) -> bool:
-        """Whether the current limit has been in force for `_settle` seconds."""
-        return obs.since_change >= self._settle(obs)
+        """Whether the current limit has been in force (gateway.limits.in_force) for `_settle` seconds."""
+        return self._in_force_for >= self._settle(obs)
 
     def _settle(self, obs: Observation) -> float:
         return max(self.params.settle, obs.p50.get("e2e", 0.0))

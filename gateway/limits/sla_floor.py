@@ -14,9 +14,15 @@ Two proofs, either enough:
 - Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
   configured floor, or limits L1 >= span x L0 were measured too and for every one of them the line
   through (L0, r0) and (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 -
-  floor) > 1. Every one, because an entry may predate a change of capacity: a limit measured
-  before the backend slowed down looks as slow as a lower one measured after, and that pair alone
-  would hold the limit where latency is missed.
+  floor) > 1; and so is the line through every limit measured in between. Every one, because an
+  entry may predate a change of capacity: a limit measured before the backend slowed down looks as
+  slow as a lower one measured after, and that pair alone would hold the limit where latency is
+  missed. One closer than the span counts against a floor, not for it: a line that falls under 1
+  from a few steps up is a rise beyond the noise the span guards against (capacity halved: 6 at
+  1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the slowdown). An L1 that read faster
+  than L0 by more than SLACK (r1 (1 + SLACK) < r0) proves nothing: a batching engine's latency does
+  not fall as its batch grows, so L1 was measured at another capacity; counted, a limit measured
+  before a slowdown proved a floor a tick after the first cut it caused.
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
@@ -36,6 +42,10 @@ from collections.abc import Sequence
 
 from gateway.limits.ledger import Entry
 from gateway.types import Observation, Signal
+
+SLACK = 0.1
+"""How much faster than the lowest limit a higher one may read and count as measured at the same
+capacity: P90s read at one limit in different windows differ by about this much."""
 
 
 def outside_engine(obs: Observation) -> float | None:
@@ -93,12 +103,15 @@ def along_the_limit(
     assert low.ratio is not None
     if low.ratio <= 1.0 or low.p90 is None or low.seconds < dwell:
         return None
-    lines = []
+    spanned = False
     for high in points[1:]:
         assert high.ratio is not None
-        if high.limit >= span * low.limit:
-            slope = (high.ratio - low.ratio) / (high.limit - low.limit)
-            lines.append(low.ratio - slope * (low.limit - floor) > 1.0)
-    if not (low.limit <= floor or (lines and all(lines))):
+        if low.limit <= floor or high.ratio * (1.0 + SLACK) < low.ratio:
+            continue  # the floor limit needs no line; a faster higher limit is of another capacity
+        slope = (high.ratio - low.ratio) / (high.limit - low.limit)
+        if low.ratio - slope * (low.limit - floor) <= 1.0:
+            return None  # latency rises with the limit: a cut lowers it
+        spanned = spanned or high.limit >= span * low.limit
+    if not (low.limit <= floor or spanned):
         return None
     return {signal: min(e.p90 for e in points if e.p90 is not None)}

@@ -8,26 +8,18 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+import pytest
+
 from gateway.limits import create
 from gateway.sim.profiles import get_profile
 from gateway.types import SLA
-from loadtests.controller.matrix import Workload
+from loadtests.controller.capacity_steps import LONG_OUTPUT, step, throughput, tpot_p90
 from loadtests.controller.sim_loop import Run, Scenario, simulate
 
 # The real-engine runs: 80 closed-loop streaming clients, prompts of about 260 tokens, 300 output
-# tokens, TTFT P90 1 s and TPOT P90 0.2 s.
-LONG_OUTPUT = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
+# tokens (LONG_OUTPUT), TTFT P90 1 s and TPOT P90 0.2 s.
 SLOW_FRONT = SLA(ttft_p90=1.0, tpot_p90=0.2)
 ENGINE = get_profile("tiny-cpu-4l")
-
-
-def tput(run: Run, start: float, end: float) -> float:
-    return sum(d.output_tokens for d in run.done if start <= d.finished_at < end) / (end - start)
-
-
-def tpot_p90(run: Run, start: float, end: float) -> float:
-    values = sorted(d.tpot for d in run.done if start <= d.finished_at < end and d.tpot is not None)
-    return values[int(0.9 * len(values))]
 
 
 def limits(run: Run, start: float, end: float) -> list[int]:
@@ -40,7 +32,7 @@ def test_latency_floor_outside_the_engine_is_reported_not_chased() -> None:
     scenario = Scenario(holds=[(30.0, 1.2)])
     direct = simulate(LONG_OUTPUT, None, SLOW_FRONT, duration=120.0, scenario=scenario)
     run = simulate(LONG_OUTPUT, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario)
-    assert tput(run, 60.0, 120.0) >= 0.8 * tput(direct, 60.0, 120.0)
+    assert throughput(run, 60.0, 120.0) >= 0.8 * throughput(direct, 60.0, 120.0)
     assert min(limits(run, 60.0, 120.0)) > 2
     state = run.states[-1]
     assert state["sla_infeasible"] is True
@@ -54,7 +46,7 @@ def test_climbs_past_kv_saturation_while_throughput_rises() -> None:
     profile = dataclasses.replace(get_profile("tiny-cpu"), frontend_overhead=1.0, stream_burst=4)
     sla = SLA(ttft_p90=5.0, tpot_p90=0.2)
     best = max(
-        tput(
+        throughput(
             simulate(LONG_OUTPUT, create("fixed", {"limit": n}, sla), sla, duration=120.0, profile=profile),
             40.0,
             120.0,
@@ -62,7 +54,7 @@ def test_climbs_past_kv_saturation_while_throughput_rises() -> None:
         for n in (16, 24, 32)
     )
     run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=120.0, profile=profile)
-    assert tput(run, 40.0, 120.0) >= 0.95 * best
+    assert throughput(run, 40.0, 120.0) >= 0.95 * best
     assert statistics.mean(limits(run, 40.0, 120.0)) > 20
     # The gateway holds requests the engine does not count (running + waiting).
     gaps = [t.inflight - t.engine_count for t in run.ticks if t.at >= 40.0]
@@ -80,7 +72,7 @@ def test_tokens_merged_into_one_event_are_not_read_as_slow_tokens() -> None:
     target = 1.25 * tpot_p90(knee, 40.0, 90.0)
     sla = SLA(ttft_p90=30.0, tpot_p90=target)
     run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=90.0, profile=profile)
-    assert tput(run, 40.0, 90.0) >= 0.95 * tput(knee, 40.0, 90.0)
+    assert throughput(run, 40.0, 90.0) >= 0.95 * throughput(knee, 40.0, 90.0)
     assert tpot_p90(run, 40.0, 90.0) <= target
 
 
@@ -102,7 +94,7 @@ def test_traffic_bypassing_the_gateway_does_not_drive_it_to_its_floor() -> None:
         LONG_OUTPUT, create("sla", {}, SLOW_FRONT), SLOW_FRONT, duration=120.0, scenario=scenario, clients=8
     )
     assert min(limits(run, 60.0, 120.0)) > 1
-    assert tput(run, 40.0, 120.0) >= 0.8 * tput(direct, 40.0, 120.0)
+    assert throughput(run, 40.0, 120.0) >= 0.8 * throughput(direct, 40.0, 120.0)
 
 
 def test_limit_settles_in_steady_load() -> None:
@@ -113,9 +105,10 @@ def test_limit_settles_in_steady_load() -> None:
     assert max(abs(n - mean) for n in steady) < 0.15 * mean
 
 
-def test_capacity_steps_are_followed_within_15_seconds() -> None:
-    sla = SLA(ttft_p90=1.0, tpot_p90=0.015)
-    scenario = Scenario(slowdowns=[(60.0, 2.0), (120.0, 1.0)])
-    run = simulate(LONG_OUTPUT, create("sla", {}, sla), sla, duration=180.0, scenario=scenario)
-    assert tpot_p90(run, 75.0, 120.0) <= 1.1 * 0.015
-    assert tput(run, 135.0, 180.0) >= 0.9 * tput(run, 40.0, 60.0)
+@pytest.mark.parametrize("at", [45.0, 55.0, 60.0, 75.0])
+def test_capacity_steps_are_followed_within_15_seconds(at: float) -> None:
+    # At half capacity 5 meets the TPOT target and 6 misses it by 6%: a cut that read the requests
+    # still in flight from before it as the lower limit's, or a higher limit measured before the
+    # slowdown, took 5 for a latency floor (loadtests.controller.capacity_steps).
+    result = step(at)
+    assert result.tpot_ratio <= 1.1 and result.tput_share >= 0.9

@@ -301,6 +301,31 @@ def test_a_second_cut_waits_for_the_first_to_take_effect(obs: ObsFactory) -> Non
     assert a.update(late).limit < 13
 
 
+def test_a_cut_takes_effect_once_the_requests_over_the_new_limit_finish(obs: ObsFactory) -> None:
+    a = algo()
+    assert a.update(measured(obs, 10, 2.0, 100.0)).limit == 5
+    # The ten requests in flight at the cut finish over six seconds, nothing new dispatched: what is
+    # measured meanwhile is of 10, not 5.
+    for t in range(1, 7):
+        tick = obs(limit=5, peak_inflight=10, p90={"ttft": 1.3}, now=100.0 + t, interval=1.0, since_change=t)
+        d = a.update(tick)
+        assert (d.limit, d.reason) == (5, "insufficient_samples") and "takes effect" in d.detail
+    # In force from 106, the start of the first tick with no more than 5 in flight; settled 2 s on.
+    early = obs(limit=5, p90={"ttft": 1.3}, now=107.0, interval=1.0, since_change=7.0)
+    assert a.update(early).reason == "insufficient_samples"
+    late = obs(limit=5, p90={"ttft": 1.3}, now=108.0, interval=1.0, since_change=8.0)
+    assert a.update(late).limit == 3  # 5 / 1.3
+
+
+def test_a_cut_after_a_long_hold_does_not_interpolate_with_older_readings(obs: ObsFactory) -> None:
+    a = algo()
+    a.update(measured(obs, 10, 0.5, 100.0))
+    # 16 held for 20 s and is over target now: the backend changed, and 10's reading is of before.
+    tick = obs(limit=16, p90={"ttft": 2.0}, now=120.0, interval=1.0, since_change=20.0)
+    d = a.update(tick)
+    assert d.limit == 8 and "16 / 2.00" in d.detail  # not 12, the secant through 10
+
+
 def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> None:
     a = algo()
     a.update(measured(obs, 24, 0.95, 90.0))  # the knee: at the band

@@ -1,0 +1,111 @@
+"""Capacity steps in virtual time: the simulated engine slows to half its speed at one moment and
+comes back 60 s later, and the adaptive controller must follow both within 15 s.
+
+Per step time t: 80 closed-loop streaming clients (prompts of 250-270 tokens, 300 output tokens)
+against the simulated engine, SLA TTFT P90 1 s and TPOT P90 0.015 s, which at full speed a limit
+of 11 meets and at half speed 5 (6 misses by 6%). Followed means both:
+
+    TPOT P90 of requests that finished in [t + 15, t + 60)  <=  1.1 x target
+    throughput in [t + 75, t + 120)  >=  0.9 x throughput in [t - 20, t)
+
+Why many step times: where the step falls against the controller's own cycle (a probe being
+measured, a cut not yet in force) decides how it is followed, and one time tells little.
+
+    python -m loadtests.controller.capacity_steps [--algorithm sla] [--params JSON]
+        [--first 40] [--last 90] [--every 2.5] [--server clean|busy-host]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gateway.limits import create
+from gateway.sim.profiles import Profile, get_profile
+from gateway.types import SLA
+from loadtests.controller.matrix import Workload
+from loadtests.controller.sim_loop import Run, Scenario, simulate
+from loadtests.controller.sim_matrix import SERVERS
+
+LONG_OUTPUT = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
+TARGETS = SLA(ttft_p90=1.0, tpot_p90=0.015)
+SLOWER, RESTORED_AFTER = 2.0, 60.0
+WITHIN, TPOT_SLACK, TPUT_SHARE = 15.0, 1.1, 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    at: float
+    tpot_ratio: float
+    """TPOT P90 / target from WITHIN seconds after the slowdown to the restore."""
+    tput_share: float
+    """Throughput from WITHIN seconds after the restore, as a share of before the slowdown."""
+
+    @property
+    def followed(self) -> bool:
+        return self.tpot_ratio <= TPOT_SLACK and self.tput_share >= TPUT_SHARE
+
+
+def throughput(run: Run, start: float, end: float) -> float:
+    return sum(d.output_tokens for d in run.done if start <= d.finished_at < end) / (end - start)
+
+
+def tpot_p90(run: Run, start: float, end: float) -> float:
+    values = sorted(d.tpot for d in run.done if start <= d.finished_at < end and d.tpot is not None)
+    return values[int(0.9 * len(values))]
+
+
+def step(
+    at: float,
+    algorithm: str = "sla",
+    params: Mapping[str, object] | None = None,
+    profile: Profile | None = None,
+) -> Step:
+    """Halve capacity at `at`, restore it RESTORED_AFTER later, and measure how both were followed."""
+    restore = at + RESTORED_AFTER
+    scenario = Scenario(slowdowns=[(at, SLOWER), (restore, 1.0)])
+    run = simulate(
+        LONG_OUTPUT,
+        create(algorithm, dict(params or {}), TARGETS),
+        TARGETS,
+        duration=restore + RESTORED_AFTER,
+        scenario=scenario,
+        profile=profile,
+    )
+    assert TARGETS.tpot_p90 is not None
+    return Step(
+        at,
+        tpot_p90(run, at + WITHIN, restore) / TARGETS.tpot_p90,
+        throughput(run, restore + WITHIN, restore + RESTORED_AFTER) / throughput(run, at - 20.0, at),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--algorithm", default="sla")
+    parser.add_argument("--params", type=json.loads, default={}, help="the algorithm's parameters (JSON)")
+    parser.add_argument("--first", type=float, default=40.0)
+    parser.add_argument("--last", type=float, default=90.0)
+    parser.add_argument("--every", type=float, default=2.5)
+    parser.add_argument("--server", choices=sorted(SERVERS), default="clean")
+    args = parser.parse_args(argv)
+    profile = dataclasses.replace(get_profile("tiny-cpu-4l"), **SERVERS[args.server])  # type: ignore[arg-type]
+    started = time.perf_counter()
+    times = [args.first + i * args.every for i in range(int((args.last - args.first) / args.every) + 1)]
+    steps = [step(t, args.algorithm, args.params, profile) for t in times]
+    print("| halved at (s) | TPOT P90 / target after 15 s | throughput after the restore | followed |")
+    print("|---:|---:|---:|---|")
+    for s in steps:
+        print(f"| {s.at:g} | {s.tpot_ratio:.2f} | {s.tput_share:.2f} | {'yes' if s.followed else '**no**'} |")
+    followed = sum(s.followed for s in steps)
+    print(
+        f"\n{followed} of {len(steps)} steps followed ({args.server}, {time.perf_counter() - started:.0f}s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
