@@ -62,10 +62,12 @@ Why each rule:
   gain is within the noise is measured longer (up to `probe_every`), then undone if it was a raise
   within target (holding meets the SLA) and decided by its point estimate in the throughput climb
   (latency is missed anyway); probes are judged only on what they delivered after they took effect.
-- Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth
-  is one proportional step and never into that limit; fast growth only where no knee is known
-  within `knee_memory`. A probe undone (cut back, or lower throughput) doubles the wait before the
-  next, up to half the ledger's memory, so the failure is still known when the next one comes.
+- Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth is
+  one proportional step and never into that limit (but into the one just above once its reading is
+  `probe_every` old: one P90 just over target on a few values there held L for the ledger's memory);
+  fast growth only where no knee is known within `knee_memory`. A probe undone (cut back, or lower
+  throughput) doubles the wait before the next, up to half the ledger's memory, so the failure is
+  still known when the next one comes.
 - Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
   the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last raise)
   landed there and the rate did not rise, raising further only lengthens that queue: growth stops

@@ -19,10 +19,7 @@ Two proofs, either enough:
   slow as a lower one measured after, and that pair alone would hold the limit where latency is
   missed. One closer than the span counts against a floor, not for it: a line that falls under 1
   from a few steps up is a rise beyond the noise the span guards against (capacity halved: 6 at
-  1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the slowdown). An L1 that read faster
-  than L0 by more than SLACK (r1 (1 + SLACK) < r0) proves nothing: a batching engine's latency does
-  not fall as its batch grows, so L1 was measured at another capacity; counted, a limit measured
-  before a slowdown proved a floor a tick after the first cut it caused.
+  1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the slowdown).
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
@@ -42,10 +39,6 @@ from collections.abc import Sequence
 
 from gateway.limits.ledger import Entry
 from gateway.types import Observation, Signal
-
-SLACK = 0.1
-"""How much faster than the lowest limit a higher one may read and count as measured at the same
-capacity: P90s read at one limit in different windows differ by about this much."""
 
 
 def outside_engine(obs: Observation) -> float | None:
@@ -103,15 +96,11 @@ def along_the_limit(
     assert low.ratio is not None
     if low.ratio <= 1.0 or low.p90 is None or low.seconds < dwell:
         return None
-    spanned = False
-    for high in points[1:]:
+    proven = low.limit <= floor  # the floor limit needs no line
+    for high in [] if proven else points[1:]:
         assert high.ratio is not None
-        if low.limit <= floor or high.ratio * (1.0 + SLACK) < low.ratio:
-            continue  # the floor limit needs no line; a faster higher limit is of another capacity
         slope = (high.ratio - low.ratio) / (high.limit - low.limit)
         if low.ratio - slope * (low.limit - floor) <= 1.0:
             return None  # latency rises with the limit: a cut lowers it
-        spanned = spanned or high.limit >= span * low.limit
-    if not (low.limit <= floor or spanned):
-        return None
-    return {signal: min(e.p90 for e in points if e.p90 is not None)}
+        proven = proven or high.limit >= span * low.limit
+    return {signal: min(e.p90 for e in points if e.p90 is not None)} if proven else None

@@ -1,11 +1,13 @@
 """How far the `sla` controller moves its limit: pure functions of the ledger, the parameters and
 the observation.
 
-    over target, a lower L' measured with r' < r:  L - (r - 1)(L - L') / (r - r'), the secant to r = 1
+    over target, a lower L' measured with r' < r:  L - (r - 1)(L - L') / (r - r'), the secant to r = 1,
+                                                    if (r - r') / (L - L') <= STEEPEST x r / L
     over target, r <= 1 + 2p:                       max(L / r, L - max(1, p L)), one step back
     over target, otherwise:                         L / r;  every cut at least 1, at most m L
     within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
-    within target, near a knee:    step = max(1, min(room, p L)), below the knee
+    within target, near a knee:    step = max(1, min(room, p L)), below the knee (or into it, the
+                                   next limit up, once its reading is `probe_every` old)
     within target, below J:        either step, not past J
     room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
@@ -15,14 +17,21 @@ Why: a cut aims at the limit where r = 1: interpolated between two measured limi
 latency taken as proportional to the limit, never more than m at once; it starts from the peak in
 flight when that is lower (a limit can bind on one queued request while fewer run, and the P90s were
 measured at what ran); a P90 just over target is one step past the knee, not lost capacity, so one
-step back. Growth stops at J so that every raise past it is measured against the limit below. Far
-from any limit measured at the band, growth is fast, as far as room allows. Up to K at once, because
-below what its KV cache holds a batching engine's latency grows slower than its batch (on the real
-engine TPOT 2.2x for 4x the batch), and each step costs the wait for min_samples values from
-requests sent after it (at 8 with 400-token answers, about 10 s); past K, where preemption and
-queueing make latency grow faster than the batch, never more than sqrt(L) at once, so one step
-cannot overshoot the knee by more than a probe can undo. Near a knee one proportional step, never
-into the limit measured at the band. Growth stops while the requests of the last raise landed
+step back. A secant more than STEEPEST times as steep as latency proportional to the limit is not
+the curve but a change of the backend between the two readings (capacity halved while L + 1 was
+probed: 0.86x at 12, 1.94x at 13): a batching engine's latency grows slower than its batch below
+what its KV cache holds, and a knee past it steepens that a few times, not sevenfold; followed, such
+a secant cut one step, and the next cut waited for evidence at that limit. Growth stops at J so that
+every raise past it is measured against the limit below. Far from any limit measured at the band,
+growth is fast, as far as room allows. Up to K at once, because below what its KV cache holds a
+batching engine's latency grows slower than its batch (on the real engine TPOT 2.2x for 4x the
+batch), and each step costs the wait for min_samples values from requests sent after it (at 8 with
+400-token answers, about 10 s); past K, where preemption and queueing make latency grow faster than
+the batch, never more than sqrt(L) at once, so one step cannot overshoot the knee by more than a
+probe can undo. Near a knee one proportional step, never into the limit measured at the band, unless
+that is L + 1 and its reading `probe_every` old: a P90 just over target on a few values there (a
+fresh gateway's first batch, one slow spell) otherwise held L for the ledger's memory, and a P90 of
+that limit measured again settles it. Growth stops while the requests of the last raise landed
 outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
 rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
 there at once instead of in steps of q L, each of which costs a settle and a dwell; not again while
@@ -38,6 +47,10 @@ from gateway.limits.sla_evidence import held_outside, hidden
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
 
+STEEPEST = 4.0
+"""The steepest secant a cut follows, as a multiple of the slope r / L of latency proportional to
+the limit."""
+
 
 def step_size(limit: int, gain: float) -> int:
     """One proportional step: gain x limit, at least 1."""
@@ -47,7 +60,12 @@ def step_size(limit: int, gain: float) -> int:
 def cut(limit: int, r: float, lower: Entry | None, p: SLAParams) -> tuple[int, str]:
     """Where to cut a limit whose P90/target is r > 1, and how that was found; `lower` is the
     nearest lower limit measured lately."""
-    if lower is not None and lower.ratio is not None and lower.ratio < r:
+    if (
+        lower is not None
+        and lower.ratio is not None
+        and lower.ratio < r
+        and (r - lower.ratio) / (limit - lower.limit) <= STEEPEST * r / limit
+    ):
         wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
         how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"
     elif r <= 1.0 + 2.0 * p.probe_gain:
@@ -65,10 +83,14 @@ def growth(
 ) -> tuple[int, str]:
     """How far to grow within target, and why: 0 while raises only land outside the engine."""
     limit = obs.limit
-    knee = min(
-        (e.limit for e in fresh if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below),
+    band = min(
+        (e for e in fresh if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below),
+        key=lambda e: e.limit,
         default=None,
     )
+    knee = None if band is None else band.limit
+    # The next limit up, read at the band `probe_every` ago, is measured again; no other is entered.
+    again = band is not None and band.limit == limit + 1 and obs.now - band.at >= p.probe_every
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
     room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
     if knee is None and not near:
@@ -78,7 +100,7 @@ def growth(
     else:
         step = max(1, min(room, step_size(limit, p.probe_gain)))
         if knee is not None:
-            step = min(step, knee - 1 - limit)
+            step = min(step, knee - limit if again else knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
     judged = judged_from(obs, p)
     if judged is not None and limit < judged:

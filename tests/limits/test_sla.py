@@ -43,6 +43,16 @@ def test_cut_follows_the_secant_through_a_measured_lower_limit(obs: ObsFactory) 
     assert (d.limit, d.reason) == (12, "p90_over_target") and "between 10" in d.detail
 
 
+def test_a_secant_steeper_than_four_times_proportional_is_not_followed(obs: ObsFactory) -> None:
+    a = algo()
+    a.update(measured(obs, 12, 0.86, 100.0))
+    # 13 reads 1.94x a step above 12 at 0.86x: a slope of 1.08 a step against 1.94 / 13 = 0.15 if
+    # latency grew with the limit. The backend changed between the readings (capacity halved
+    # while 13 was probed): not the secant's 12, but 13 / 1.94.
+    d = a.update(measured(obs, 13, 1.94, 101.0))
+    assert d.limit == 6 and "13 / 1.94" in d.detail
+
+
 def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) -> None:
     a = algo()
     for t in range(5):
@@ -333,7 +343,16 @@ def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> N
     assert a.update(measured(obs, 20, 0.3, 100.0)).limit == 22
     a2 = algo()
     a2.update(measured(obs, 21, 0.95, 90.0))
-    assert a2.update(measured(obs, 20, 0.3, 100.0)).direction == Direction.HOLD
+    assert a2.update(measured(obs, 20, 0.3, 95.0)).direction == Direction.HOLD
+
+
+def test_a_limit_one_above_read_at_the_band_is_measured_again_after_probe_every(obs: ObsFactory) -> None:
+    # One reading of 8 at 1.06x (the first batch of a fresh gateway, one TPOT spike) held a tight
+    # cell at 7 for the ledger's 30 s memory where 8 met the target.
+    a = algo()
+    a.update(measured(obs, 8, 1.06, 90.0))
+    assert a.update(measured(obs, 7, 0.8, 95.0)).direction == Direction.HOLD
+    assert a.update(measured(obs, 7, 0.8, 100.0)).limit == 8
 
 
 def test_a_lumped_rate_difference_within_count_noise_does_not_move_the_limit(obs: ObsFactory) -> None:
