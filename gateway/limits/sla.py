@@ -16,8 +16,9 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
     r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
-                            limit measured lately (not once L held `max_probe_wait`), else L / r
-                            (sla_steps.cut)                                            p90_over_target
+                            limit measured lately (not once L held `max_probe_wait`, nor one that
+                            implies a change of the backend), else L / r (sla_steps.cut)
+                                                                                       p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe

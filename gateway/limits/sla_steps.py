@@ -102,6 +102,8 @@ def growth(
         if knee is not None:
             step = min(step, knee - limit if again else knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
+        if again and band is not None:
+            why = f"{knee} again, read at or over {p.increase_below:g} {obs.now - band.at:.0f}s ago"
     judged = judged_from(obs, p)
     if judged is not None and limit < judged:
         step = min(step, judged - limit)

@@ -352,7 +352,8 @@ def test_a_limit_one_above_read_at_the_band_is_measured_again_after_probe_every(
     a = algo()
     a.update(measured(obs, 8, 1.06, 90.0))
     assert a.update(measured(obs, 7, 0.8, 95.0)).direction == Direction.HOLD
-    assert a.update(measured(obs, 7, 0.8, 100.0)).limit == 8
+    d = a.update(measured(obs, 7, 0.8, 100.0))
+    assert d.limit == 8 and "8 again" in d.detail
 
 
 def test_a_lumped_rate_difference_within_count_noise_does_not_move_the_limit(obs: ObsFactory) -> None:
