@@ -93,7 +93,7 @@ from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.in_force import InForce
 from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
-from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
+from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_params import SLAParams
 from gateway.limits.sla_steps import cut, growth, judged_from, kv_jump, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
@@ -117,10 +117,7 @@ class SLALimit:
         self._kind: Literal["step", "jump", "within"] = "step"
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
-        self._front_end = FrontEndDelay(  # the front end's delay seen as a latency floor
-            dwell=self.params.probe_dwell, span=self.params.floor_span, memory=self.params.memory
-        )
-        self._floor_found: tuple[dict[Signal, float], float] | None = None  # floor proven, until when
+        self._floor = ProvenFloor(self.params)
         self._in_force = InForce()
         self._in_force_for = 0.0  # seconds the current limit has been in force, as of this tick
 
@@ -136,9 +133,9 @@ class SLALimit:
         decision = self._decide(obs)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
-        found = self._floor_found
-        if decision.latency_floor is None and found is not None and obs.now < found[1]:
-            decision = replace(decision, latency_floor=found[0])
+        remembered = self._floor.remembered(obs.now)
+        if decision.latency_floor is None and remembered is not None:
+            decision = replace(decision, latency_floor=remembered)
         return decision
 
     def _decide(self, obs: Observation) -> Decision:
@@ -170,7 +167,7 @@ class SLALimit:
         if signal is not None and evident(obs, self.sla) and settled:
             self.ledger.record_ratio(obs.now, obs.limit, ratio, obs.p90[signal])
             if ratio <= 1.0:
-                self._floor_found = None
+                self._floor.forget()
         if ratio > 1.0:
             return decide(
                 obs,
@@ -184,12 +181,14 @@ class SLALimit:
     # -- over target ----------------------------------------------------------------------------
 
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
-        floor = self._floor(obs, signal)
+        target = self.sla.target(signal)
+        assert target is not None
+        floor = self._floor.find(obs, signal, target, self._settled(obs), self.ledger.fresh(obs.now))
         if floor is not None:
             return self._infeasible(obs, floor)
         self._probe_from = None
         limit, settle = obs.limit, self._settle(obs)
-        since = self._front_end.since
+        since = self._floor.front_end.since
         if since is not None and obs.now - since < 2 * self.params.probe_dwell:
             # The front end's own delay is over target: hold while it shows whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
@@ -227,26 +226,6 @@ class SLALimit:
         text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
         d = self._climb_rate(obs)
         return decide(obs, d.limit, "sla_infeasible", f"latency floor {text} over target; {d.detail}", floor)
-
-    def _floor(self, obs: Observation, signal: Signal) -> dict[Signal, float] | None:
-        """The latency floor proven now (gateway.limits.sla_floor) or within `floor_memory`."""
-        target = self.sla.target(signal)
-        assert target is not None
-        spent = self._front_end.floor(obs, target, self._settled(obs)) if signal == "ttft" else None
-        found: dict[Signal, float] | None = None if spent is None else {"ttft": spent}
-        if found is None:
-            found = along_the_limit(
-                self.ledger.fresh(obs.now),
-                signal,
-                obs.floor,
-                span=self.params.floor_span,
-                dwell=self.params.floor_dwell,
-            )
-        if found is not None:
-            self._floor_found = (found, obs.now + self.params.floor_memory)
-        elif self._floor_found is not None and obs.now < self._floor_found[1]:
-            found = self._floor_found[0]
-        return found
 
     # -- within target ---------------------------------------------------------------------------
 

@@ -29,8 +29,9 @@ Two proofs, either enough:
   limit at the KV cache's size for `floor_memory`; the caller holds L0 while the proof waits.
 The floor reported is, per signal over target, the lowest P90 measured at any limit (or the part
 spent outside the engine).
+ProvenFloor tries both and remembers a floor for `floor_memory` seconds after it was last proven.
 No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
-FrontEndDelay keeps what it has seen between ticks.
+FrontEndDelay and ProvenFloor keep what they have seen between ticks.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.limits.ledger import Entry
+from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation, Signal
 
 
@@ -104,3 +106,33 @@ def along_the_limit(
             return None  # latency rises with the limit: a cut lowers it
         proven = proven or high.limit >= span * low.limit
     return {signal: min(e.p90 for e in points if e.p90 is not None)} if proven else None
+
+
+class ProvenFloor:
+    """The latency floor proven this tick by either proof, else the one proven within `floor_memory`."""
+
+    def __init__(self, p: SLAParams) -> None:
+        self.front_end = FrontEndDelay(dwell=p.probe_dwell, span=p.floor_span, memory=p.memory)
+        self._p = p
+        self._found: tuple[dict[Signal, float], float] | None = None  # the floor, and until when
+
+    def find(
+        self, obs: Observation, signal: Signal, target: float, settled: bool, entries: Sequence[Entry]
+    ) -> dict[Signal, float] | None:
+        spent = self.front_end.floor(obs, target, settled) if signal == "ttft" else None
+        found: dict[Signal, float] | None = None if spent is None else {"ttft": spent}
+        if found is None:
+            found = along_the_limit(
+                entries, signal, obs.floor, span=self._p.floor_span, dwell=self._p.floor_dwell
+            )
+        if found is None:
+            return self.remembered(obs.now)
+        self._found = (found, obs.now + self._p.floor_memory)
+        return found
+
+    def remembered(self, now: float) -> dict[Signal, float] | None:
+        return self._found[0] if self._found is not None and now < self._found[1] else None
+
+    def forget(self) -> None:
+        """A target met: no floor is remembered any more."""
+        self._found = None

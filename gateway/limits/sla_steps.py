@@ -88,9 +88,9 @@ def growth(
         key=lambda e: e.limit,
         default=None,
     )
-    knee = None if band is None else band.limit
+    knee, age = (None, 0.0) if band is None else (band.limit, obs.now - band.at)
     # The next limit up, read at the band `probe_every` ago, is measured again; no other is entered.
-    again = band is not None and band.limit == limit + 1 and obs.now - band.at >= p.probe_every
+    again = knee == limit + 1 and age >= p.probe_every
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
     room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
     if knee is None and not near:
@@ -102,8 +102,8 @@ def growth(
         if knee is not None:
             step = min(step, knee - limit if again else knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
-        if again and band is not None:
-            why = f"{knee} again, read at or over {p.increase_below:g} {obs.now - band.at:.0f}s ago"
+        if again:
+            why = f"{knee} again, read at or over {p.increase_below:g} {age:.0f}s ago"
     judged = judged_from(obs, p)
     if judged is not None and limit < judged:
         step = min(step, judged - limit)

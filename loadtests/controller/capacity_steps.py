@@ -18,18 +18,17 @@ measured, a cut not yet in force) decides how it is followed, and one time tells
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.limits import create
-from gateway.sim.profiles import Profile, get_profile
+from gateway.sim.profiles import Profile
 from gateway.types import SLA
 from loadtests.controller.matrix import Workload
 from loadtests.controller.sim_loop import Run, Scenario, simulate
-from loadtests.controller.sim_matrix import SERVERS
+from loadtests.controller.sim_matrix import SERVERS, server_profile
 
 LONG_OUTPUT = Workload("long-output", "chat", True, (250, 270), (300, 300), clients=80)
 TARGETS = SLA(ttft_p90=1.0, tpot_p90=0.015)
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--every", type=float, default=2.5)
     parser.add_argument("--server", choices=sorted(SERVERS), default="clean")
     args = parser.parse_args(argv)
-    profile = dataclasses.replace(get_profile("tiny-cpu-4l"), **SERVERS[args.server])  # type: ignore[arg-type]
+    profile = server_profile(args.server)
     started = time.perf_counter()
     times = [args.first + i * args.every for i in range(int((args.last - args.first) / args.every) + 1)]
     steps = [step(t, args.algorithm, args.params, profile) for t in times]

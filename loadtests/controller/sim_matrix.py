@@ -42,6 +42,11 @@ SERVERS: dict[str, dict[str, float | int]] = {
 }
 
 
+def server_profile(server: str, profile: str = "tiny-cpu-4l") -> Profile:
+    """The engine profile `profile` behind the front end of `server` (one of SERVERS)."""
+    return dataclasses.replace(get_profile(profile), **SERVERS[server])  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     tput: float
@@ -180,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--settle", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    profile = dataclasses.replace(get_profile(args.profile), **SERVERS[args.server])  # type: ignore[arg-type]
+    profile = server_profile(args.server, args.profile)
     started = time.perf_counter()
     verdicts: list[str] = []
     for workload in selected(args.workloads, args.workload):
