@@ -19,6 +19,10 @@ their length, and a count of n events varies by about sqrt(n) (Poisson); tokens 
 time vary far less, so only the lumped share carries that noise.
 Entries not updated for `memory` seconds are forgotten, so every conclusion drawn from the table
 (the best limit, a knee, a latency floor the limit does not control) is re-measured that often.
+Whether an entry stands on enough measurement is judged on its seconds not decayed: the sums decay
+only when updated, so a limit measured again after a gap would weigh less than one left alone since
+before it, and "the limit with the most throughput" went from two limits measured lately to one
+measured 25 s earlier at half their rate.
 Pure: the caller passes the time.
 """
 
@@ -34,6 +38,8 @@ class Entry:
     at: float
     tokens: float = 0.0
     seconds: float = 0.0
+    measured: float = 0.0
+    """Seconds of measurement behind the entry, not decayed: whether it stands on enough."""
     finished: float = 0.0
     lumped: float = 0.0
     hidden_sum: float = 0.0
@@ -92,6 +98,7 @@ class Ledger:
         w = 0.5 ** ((now - e.at) / self.half_life)
         e.tokens = w * e.tokens + tokens
         e.seconds = w * e.seconds + seconds
+        e.measured += seconds
         e.finished = w * e.finished + finished
         e.lumped = w * e.lumped + lumped
         e.hidden_sum *= w
@@ -114,7 +121,7 @@ class Ledger:
     def fresh(self, now: float, min_seconds: float = 0.0) -> list[Entry]:
         """Entries updated within `memory` with at least `min_seconds` of measurement, by limit."""
         return sorted(
-            (e for e in self._entries.values() if now - e.at <= self.memory and e.seconds >= min_seconds),
+            (e for e in self._entries.values() if now - e.at <= self.memory and e.measured >= min_seconds),
             key=lambda e: e.limit,
         )
 

@@ -12,8 +12,8 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     limit not binding and r <= 1                     hold                   not_binding
     r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
                                                      throughput climb below  sla_infeasible
-    r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell`, or a
-    floor proven but the lowest limit measured under `floor_dwell`
+    r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell` where
+    it can prove a floor, or a floor proven but the lowest limit measured under `floor_dwell`
                                                      hold                   insufficient_samples
     r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
                             limit measured lately (not once L held `max_probe_wait`, nor one that
@@ -43,8 +43,12 @@ Why each rule:
   rises with its batch until the KV cache is full, so the first probe goes there at once rather
   than in steps of q L, each of which costs a settle and a dwell (a minute from a cut limit on a
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
-  The cuts that proved the floor were no failed probes, so the first probe waits only for the best
-  limit to settle; only a higher limit that delivered less makes it wait, or it would lead back.
+  The cuts that proved the floor were no failed probes, so the first probe goes up from the limit
+  the floor was proven at, at once; only a higher limit that delivered less makes it wait, or it
+  would lead back.
+- The front end's delay proves a floor only where a limit at least `floor_span` times higher showed
+  it too (gateway.limits.sla_floor), so the limit holds for it only there: elsewhere holding only
+  postpones the cut that leads to such a limit (8 s of an infeasible SLA at 4 on the real engine).
 - A cut takes effect only once the requests admitted above it have finished (gateway.limits.in_force)
   and then as requests dispatched after it finish: a second cut before `settle` (at least the
   median e2e) from then would act on the same evidence again and cascade to the floor. For the
@@ -188,9 +192,9 @@ class SLALimit:
             return self._infeasible(obs, floor)
         self._probe_from = None
         limit, settle = obs.limit, self._settle(obs)
-        since = self._floor.front_end.since
-        if since is not None and obs.now - since < 2 * self.params.probe_dwell:
-            # The front end's own delay is over target: hold while it shows whether it lasts.
+        if self._floor.front_end.in_doubt(obs):
+            # The front end's delay is over target where it can prove a floor: hold while it shows
+            # whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
         if along_the_limit(self.ledger.fresh(obs.now), signal, obs.floor, span=self.params.floor_span):
             # A floor on less than `floor_dwell` seconds here: hold while it shows whether it lasts.
@@ -265,7 +269,7 @@ class SLALimit:
         measured = self._measured(obs, here)
         if self._probe_from is None:
             best = self.ledger.best(now, self.params.probe_dwell)
-            unknown = here is None or here.seconds < self.params.probe_dwell  # never measured here
+            unknown = here is None or here.measured < self.params.probe_dwell  # never measured here
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
                 if not unknown and limit > best.limit:
                     self._next_probe_at = now + self.params.probe_every
@@ -320,7 +324,7 @@ class SLALimit:
         """Whether the current limit's rate stands on `probe_dwell` seconds measured since it took effect."""
         return (
             here is not None
-            and here.seconds >= self.params.probe_dwell
+            and here.measured >= self.params.probe_dwell
             and self._in_force_for >= self._settle(obs) + self.params.probe_dwell
         )
 

@@ -80,10 +80,18 @@ class FrontEndDelay:
         self._at[obs.limit] = obs.now
         if obs.now - self.since < self._dwell:
             return None
+        return spent if self.provable(obs) else None
+
+    def in_doubt(self, obs: Observation) -> bool:
+        """Whether the delay is over target where it can prove a floor, for less than twice the dwell:
+        the caller holds while it shows whether it lasts."""
+        return self.since is not None and obs.now - self.since < 2 * self._dwell and self.provable(obs)
+
+    def provable(self, obs: Observation) -> bool:
+        """Whether the delay can prove a floor at this limit: it is the floor limit, or the delay
+        was measured lately at one at least `span` times higher."""
         self._at = {n: t for n, t in self._at.items() if obs.now - t <= self._memory}
-        if obs.limit <= obs.floor or any(n >= self._span * obs.limit for n in self._at):
-            return spent
-        return None
+        return obs.limit <= obs.floor or any(n >= self._span * obs.limit for n in self._at)
 
 
 def along_the_limit(
@@ -96,7 +104,7 @@ def along_the_limit(
         return None
     low = points[0]
     assert low.ratio is not None
-    if low.ratio <= 1.0 or low.p90 is None or low.seconds < dwell:
+    if low.ratio <= 1.0 or low.p90 is None or low.measured < dwell:
         return None
     proven = low.limit <= floor  # the floor limit needs no line
     for high in [] if proven else points[1:]:

@@ -59,9 +59,9 @@ def test_latency_that_cuts_do_not_lower_is_reported_as_a_floor(obs: ObsFactory) 
         a.update(measured(obs, 16, 0.95, 90.0 + t, tokens=2000.0))  # the most throughput
     a.update(measured(obs, 16, 1.5, 96.0, tokens=2000.0))
     # Halving the limit left P90 at 1.45x: a line through (8, 1.45) and (16, 1.5) is over 1 at 1.
-    # It is a floor once 8 has been measured for `probe_dwell` (4 s), held meanwhile.
-    held = [a.update(measured(obs, 8, 1.45, 100.0 + t, tokens=1000.0)) for t in range(5)]
-    assert [(d.reason, d.limit) for d in held[:4]] == [("insufficient_samples", 8)] * 4
+    # It is a floor once 8 has been measured for `floor_dwell` (4 s), held meanwhile.
+    held = [a.update(measured(obs, 8, 1.45, 100.0 + t, tokens=1000.0)) for t in range(4)]
+    assert [(d.reason, d.limit) for d in held[:3]] == [("insufficient_samples", 8)] * 3
     d = held[-1]
     assert d.sla_infeasible and d.latency_floor == {"ttft": 1.45}
     assert (d.reason, d.limit) == ("sla_infeasible", 16)
@@ -102,12 +102,11 @@ def until_infeasible(a: SLALimit, obs: ObsFactory, start: float, **kw: object) -
 
 
 def test_front_end_delay_that_a_cut_to_half_leaves_is_a_floor(obs: ObsFactory) -> None:
-    a = algo()
-    # One tick could be a P90 since the change against a quieter scrape: hold while it lasts.
-    first = a.update(outside(obs, 100.0, since_change=10.0))
-    assert (first.limit, first.sla_infeasible, first.reason) == (12, False, "insufficient_samples")
     # The delay may be of the gateway's own making (a front end queueing what it lets in): it is a
-    # floor only once a limit at most half as high, settled, shows it too.
+    # floor only once a limit at most half as high, settled, shows it too. Where no limit twice as
+    # high was measured there is nothing to wait for: the first tick cuts.
+    first = algo().update(outside(obs, 100.0, since_change=10.0))
+    assert (first.limit, first.reason) == (9, "p90_over_target")
     d, seen = until_infeasible(algo(), obs, 100.0)
     assert d.latency_floor == pytest.approx({"ttft": 1.25})
     assert min(seen) == 6 and seen == sorted(seen, reverse=True)
@@ -441,7 +440,9 @@ def test_defaults_are_the_parameter_fields() -> None:
 def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFactory) -> None:
     def first_probe(fits: int | None, **kw: object) -> Decision:
         a = algo()
-        d, _ = until_infeasible(a, obs, 100.0, delivered_tokens=1000.0, kv_fits=fits)
+        d, seen = until_infeasible(a, obs, 100.0, delivered_tokens=1000.0, kv_fits=fits)
+        if d.limit > seen[-1] and "most throughput" not in d.detail:
+            return d
         limit, changed = d.limit, 150.0
         for i in range(20):
             now = 150.0 + i
@@ -454,13 +455,13 @@ def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFa
             limit = d.limit
         raise AssertionError("no probe")
 
-    # The floor is proven (the front end's delay), the limit back where it delivered most (12): the
-    # first probe goes to the 30 the cache holds, not to 12 + 0.5 x 12 = 18.
+    # The floor is proven (the front end's delay at 6, which a cut from 12 left): the first probe
+    # goes to the 30 the cache holds, not to 6 + 0.5 x 6 = 9.
     d = first_probe(30)
     assert d.sla_infeasible and (d.limit, d.direction) == (30, Direction.UP) and "KV cache" in d.detail
     # Without the engine's word on its cache, or with a cache that holds no more than a step: a step.
-    assert first_probe(None).limit == 18
-    assert first_probe(15).limit == 18
+    assert first_probe(None).limit == 9
+    assert first_probe(8).limit == 9
     # Few first tokens at a low limit (long answers): the P90 is still over target on what there is,
     # and a throughput probe needs no more.
     few = first_probe(30, counts={"ttft": 5}, values={"ttft": [1.3] * 5})
@@ -468,26 +469,25 @@ def test_an_infeasible_climb_goes_straight_to_what_the_kv_cache_holds(obs: ObsFa
 
 
 def first_probe_after_the_floor(a: SLALimit, ticks: Callable[[int, float, float], Observation]) -> float:
-    """Seconds from the move back to the limit with the most throughput to the first probe above it."""
-    limit, changed, back_at = 12, 90.0, None
+    """Seconds from the floor's proof to the first probe above the limit it was proven at."""
+    limit, changed, proven_at = 12, 90.0, None
     for i in range(60):
         now = 100.0 + i
         d = a.update(ticks(limit, now, now - changed))
-        if d.sla_infeasible and d.limit > limit and back_at is not None:
-            return now - back_at
-        if d.sla_infeasible and d.limit != limit:
-            assert "most throughput" in d.detail
-            back_at = now
+        if d.sla_infeasible and proven_at is None:
+            proven_at = now
+        if proven_at is not None and d.limit > limit and "most throughput" not in d.detail:
+            return now - proven_at
         if d.limit != limit:
             limit, changed = d.limit, now
     raise AssertionError("no probe")
 
 
-def test_a_proven_floor_probes_as_soon_as_the_best_limit_settles(obs: ObsFactory) -> None:
-    # The cuts that proved the floor were no failed probes: back at the limit with the most
-    # throughput, the first probe waits only for that limit to settle (2 s), not `probe_every`,
-    # whether the limit the floor was proven at was barely measured (the front end's delay,
-    # proven as 6 settles) or measured for `floor_dwell` and delivered less (along the limit).
+def test_a_proven_floor_probes_at_once(obs: ObsFactory) -> None:
+    # The cuts that proved the floor were no failed probes: the first probe goes up from the limit
+    # the floor was proven at, at once, whether that limit was barely measured (the front end's
+    # delay, proven as 6 settles after a cut from 12) or measured for `floor_dwell` (along the
+    # limit: 5, after 12 and 8).
     def front_end(limit: int, now: float, since: float) -> Observation:
         return outside(obs, now, limit, since_change=since, delivered_tokens=1000.0, kv_fits=30)
 
@@ -504,5 +504,5 @@ def test_a_proven_floor_probes_as_soon_as_the_best_limit_settles(obs: ObsFactory
             kv_fits=30,
         )
 
-    assert first_probe_after_the_floor(algo(), front_end) == SLAParams().settle
-    assert first_probe_after_the_floor(algo(), along) == SLAParams().settle
+    assert first_probe_after_the_floor(algo(), front_end) == 0.0
+    assert first_probe_after_the_floor(algo(), along) == 0.0

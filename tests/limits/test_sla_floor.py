@@ -11,7 +11,7 @@ from gateway.types import Observation
 
 
 def entry(limit: int, ratio: float, p90: float) -> Entry:
-    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, ratio=ratio, p90=p90)
+    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, measured=1.0, ratio=ratio, p90=p90)
 
 
 def test_flat_latency_from_the_lowest_limit_up_is_a_floor() -> None:
@@ -43,7 +43,7 @@ def test_limits_closer_than_the_span_prove_nothing() -> None:
 def test_the_lowest_limit_proves_a_floor_only_once_measured_for_the_dwell() -> None:
     entries = [entry(5, 1.07, 0.016), entry(12, 1.05, 0.0158)]  # 5 measured for 1 s
     assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) is None
-    entries[0].seconds = 4.0
+    entries[0].measured = 4.0
     assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) == {"tpot": 0.0158}
 
 
@@ -70,3 +70,11 @@ def test_a_reading_within_target_starts_the_dwell_again() -> None:
     assert delay.since is None
     assert delay.floor(delayed(106.0, 1), 1.0, settled=True) is None
     assert delay.floor(delayed(110.0, 1), 1.0, settled=True) == 1.2  # at the floor limit, after the dwell
+
+
+def test_the_front_ends_delay_holds_the_limit_only_where_it_can_prove_a_floor() -> None:
+    delay = FrontEndDelay(dwell=4.0, span=2.0, memory=30.0)
+    assert delay.floor(delayed(100.0, 8), 1.0, settled=True) is None
+    assert not delay.in_doubt(delayed(100.0, 8))  # no limit twice as high showed it: nothing to wait for
+    assert delay.in_doubt(delayed(101.0, 4))  # 8 showed it, so 4 can prove it
+    assert not delay.in_doubt(delayed(108.0, 4))  # over target for twice the dwell: decided

@@ -1,0 +1,46 @@
+import math
+
+import pytest
+
+from gateway.limits.ledger import Ledger
+
+
+def test_a_rate_is_the_decayed_tokens_over_the_decayed_seconds() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    ledger.record_rate(100.0, 8, 1000.0, 1.0)
+    # Ten seconds later the first second weighs half: (0.5 x 1000 + 400) / (0.5 x 1 + 1) = 600.
+    e = ledger.record_rate(110.0, 8, 400.0, 1.0)
+    assert e.rate == pytest.approx(600.0)
+    assert e.seconds == pytest.approx(1.5) and e.measured == pytest.approx(2.0)
+
+
+def test_the_noise_is_that_of_the_count_of_whole_answers() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    streamed = ledger.record_rate(100.0, 8, 1000.0, 1.0, finished=4.0)
+    assert streamed.noise == 0.0
+    # All 1000 tokens came as 4 whole answers: a Poisson count of 4 varies by 1 / sqrt(4).
+    lumped = ledger.record_rate(100.0, 9, 1000.0, 1.0, finished=4.0, lumped=1000.0)
+    assert lumped.noise == pytest.approx(1.0 / math.sqrt(4.0))
+
+
+def test_entries_not_updated_for_the_memory_are_forgotten() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    ledger.record_rate(100.0, 8, 1000.0, 1.0)
+    ledger.record_ratio(120.0, 12, 1.2, 0.5)
+    assert [e.limit for e in ledger.fresh(125.0)] == [8, 12]
+    assert [e.limit for e in ledger.fresh(131.0)] == [12]
+    assert ledger.below(131.0, 16) is not None and ledger.below(131.0, 12) is None
+
+
+def test_a_limit_measured_again_after_a_gap_still_counts_as_measured() -> None:
+    # 2 delivered 400 tok/s for 5 s; 19 delivered 950 for 5 s, and again for a second 13 s later.
+    # The sums decay only when updated, so 19's weigh 2.9 s then while 2's, untouched since, still
+    # weigh 5: judged on them, the limit with the most throughput measured for 4 s was 2.
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    for t in range(5):
+        ledger.record_rate(100.0 + t, 2, 400.0, 1.0)
+        ledger.record_rate(110.0 + t, 19, 950.0, 1.0)
+    again = ledger.record_rate(127.0, 19, 950.0, 1.0)
+    assert again.seconds < 4.0 and again.measured == 6.0
+    best = ledger.best(127.0, 4.0)
+    assert best is not None and best.limit == 19
