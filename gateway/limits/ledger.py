@@ -22,7 +22,7 @@ Entries not updated for `memory` seconds are forgotten, so every conclusion draw
 Whether an entry stands on enough measurement is judged on its seconds not decayed: the sums decay
 only when updated, so a limit measured again after a gap would weigh less than one left alone since
 before it, and "the limit with the most throughput" went from two limits measured lately to one
-measured 25 s earlier at half their rate.
+measured 25 s earlier at two thirds of their rate.
 Pure: the caller passes the time.
 """
 
