@@ -187,7 +187,8 @@ class SLALimit:
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
         target = self.sla.target(signal)
         assert target is not None
-        floor = self._floor.find(obs, signal, target, self._settled(obs), self.ledger.fresh(obs.now))
+        fresh = self.ledger.fresh(obs.now)
+        floor = self._floor.find(obs, signal, target, self._settled(obs), fresh)
         if floor is not None:
             return self._infeasible(obs, floor)
         self._probe_from = None
@@ -196,7 +197,7 @@ class SLALimit:
             # The front end's delay is over target where it can prove a floor: hold while it shows
             # whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
-        if along_the_limit(self.ledger.fresh(obs.now), signal, obs.floor, span=self.params.floor_span):
+        if along_the_limit(fresh, signal, obs.floor, span=self.params.floor_span):
             # A floor on less than `floor_dwell` seconds here: hold while it shows whether it lasts.
             return decide(
                 obs, limit, "insufficient_samples", f"{signal} over target here as a span above: a floor?"

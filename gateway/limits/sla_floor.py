@@ -77,6 +77,7 @@ class FrontEndDelay:
             self.since = obs.now
         if self.since is None or not settled:
             return None
+        self._at = {n: t for n, t in self._at.items() if obs.now - t <= self._memory}
         self._at[obs.limit] = obs.now
         if obs.now - self.since < self._dwell:
             return None
@@ -90,8 +91,9 @@ class FrontEndDelay:
     def provable(self, obs: Observation) -> bool:
         """Whether the delay can prove a floor at this limit: it is the floor limit, or the delay
         was measured lately at one at least `span` times higher."""
-        self._at = {n: t for n, t in self._at.items() if obs.now - t <= self._memory}
-        return obs.limit <= obs.floor or any(n >= self._span * obs.limit for n in self._at)
+        return obs.limit <= obs.floor or any(
+            n >= self._span * obs.limit and obs.now - t <= self._memory for n, t in self._at.items()
+        )
 
 
 def along_the_limit(
