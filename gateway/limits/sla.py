@@ -29,7 +29,8 @@ Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K 
 and no limit as high was measured lately; after `probe_dwell` seconds measured since the probe took
 effect keep it if the rate rose by (1 + g) beyond the noise (a step that gained half in proportion
 doubles the next), else go back (no_gain); between probes hold the limit with the most throughput,
-waiting `probe_every` only after a higher limit was measured to deliver less.
+waiting `probe_every` only after a higher limit was measured to deliver less; a jump to K from
+there, when due, goes at once.
 Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
@@ -43,9 +44,10 @@ Why each rule:
   rises with its batch until the KV cache is full, so the first probe goes there at once rather
   than in steps of q L, each of which costs a settle and a dwell (a minute from a cut limit on a
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
-  The cuts that proved the floor were no failed probes, so the first probe goes up from the limit
-  the floor was proven at, at once; only a higher limit that delivered less makes it wait, or it
-  would lead back.
+  The cuts that proved the floor were no failed probes, so the first probe goes at once: up from
+  the limit the floor was proven at, or to K judged against the limit with the most throughput as
+  measured (going there to measure it again first cost 6 of 30 s at 0.8 of its rate on the real
+  engine); only a higher limit that delivered less makes it wait, or it would lead back.
 - The front end's delay proves a floor only where a limit at least `floor_span` times higher showed
   it too (gateway.limits.sla_floor), so the limit holds for it only there: elsewhere holding only
   postpones the cut that leads to such a limit (8 s of an infeasible SLA at 4 on the real engine).
@@ -99,7 +101,7 @@ from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_params import SLAParams
-from gateway.limits.sla_steps import cut, growth, judged_from, kv_jump, step_size
+from gateway.limits.sla_steps import cut, growth, judged_from, probe_up, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
@@ -116,8 +118,7 @@ class SLALimit:
         self._next_probe_at = -math.inf
         self._failures = 0  # probes undone in a row: the wait before the next doubles with each
         self._step = 0  # the next throughput probe's step after one gained in proportion (slow start)
-        # The probe being measured: a throughput "step", a "jump" to what the KV cache holds, or a
-        # raise "within" target past that.
+        # The probe being measured: a throughput "step", a "jump" to K, or a raise "within" target.
         self._kind: Literal["step", "jump", "within"] = "step"
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
@@ -251,7 +252,7 @@ class SLALimit:
             self._probe_failed(obs)
             lower = max(best.limit, limit - step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", compare(best, here))
-        if r < self.params.increase_below and self._may_grow(obs):
+        if r < self.params.increase_below and evident(obs, self.sla) and self._may_probe(obs):
             step, why = growth(obs, r, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:
@@ -274,17 +275,21 @@ class SLALimit:
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
                 if not unknown and limit > best.limit:
                     self._next_probe_at = now + self.params.probe_every
+                elif now >= self._next_probe_at and (up := self._probe_up(obs, best.limit))[1]:
+                    return self._start_probe(obs, best.limit, *up)  # judged against the best as measured
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_probe(obs):
-                step = max(self._step, step_size(limit, self.params.rate_probe_gain))
-                jump = kv_jump(obs, step, self.ledger.fresh(now, self.params.probe_dwell))
-                self._kind = "step" if jump is None else "jump"
-                self._probe_from = limit
-                target = min(obs.ceiling, jump or limit + step)
-                why = f"to {target}, what the KV cache holds" if jump else f"trying {target}"
-                return decide(obs, target, "probe", why)
+                return self._start_probe(obs, limit, *self._probe_up(obs, limit))
             return decide(obs, limit, "steady", "holding the limit with the most throughput")
         return self._judge(obs, here, measured)
+
+    def _probe_up(self, obs: Observation, start: int) -> tuple[int, bool]:
+        fresh = self.ledger.fresh(obs.now, self.params.probe_dwell)
+        return probe_up(obs, start, self._step, fresh, self.params.rate_probe_gain)
+
+    def _start_probe(self, obs: Observation, start: int, to: int, jump: bool) -> Decision:
+        self._probe_from, self._kind, to = start, "jump" if jump else "step", min(obs.ceiling, to)
+        return decide(obs, to, "probe", f"to {to}, what the KV cache holds" if jump else f"trying {to}")
 
     def _judge(self, obs: Observation, here: Entry | None, measured: bool) -> Decision:
         """A probe up from `_probe_from` being measured: keep it only if the rate rose beyond the noise."""
@@ -328,10 +333,6 @@ class SLALimit:
             and here.measured >= self.params.probe_dwell
             and self._in_force_for >= self._settle(obs) + self.params.probe_dwell
         )
-
-    def _may_grow(self, obs: Observation) -> bool:
-        """Within target: a probe also needs every P90 to stand on min_samples values."""
-        return evident(obs, self.sla) and self._may_probe(obs)
 
     def _may_probe(self, obs: Observation) -> bool:
         """Settled, the wait after a failed probe over, and room below the ceiling. A throughput

@@ -17,9 +17,13 @@ Two proofs, either enough:
   floor) > 1; and so is the line through every limit measured in between. Every one, because an
   entry may predate a change of capacity: a limit measured before the backend slowed down looks as
   slow as a lower one measured after, and that pair alone would hold the limit where latency is
-  missed. One closer than the span counts against a floor, not for it: a line that falls under 1
-  from a few steps up is a rise beyond the noise the span guards against (capacity halved: 6 at
-  1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the slowdown).
+  missed. A higher limit that met its target refutes the floor outright: the SLA was met there,
+  so the readings straddle a change of the backend (in virtual time capacity halved as 12 was
+  probed from 11, which read 0.87x; 6 then read 1.18x, and with the limits above it measured
+  before, proved a floor that sent the limit to what the KV cache holds, TPOT 3x its target for
+  a minute). One closer than the span counts against a floor, not for it: a line that falls
+  under 1 from a few steps up is a rise beyond the noise the span guards against (capacity halved:
+  6 at 1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the slowdown).
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
@@ -111,6 +115,8 @@ def along_the_limit(
     proven = low.limit <= floor  # the floor limit needs no line
     for high in [] if proven else points[1:]:
         assert high.ratio is not None
+        if high.ratio <= 1.0:
+            return None  # a higher limit met the target: read before a change of the backend
         slope = (high.ratio - low.ratio) / (high.limit - low.limit)
         if low.ratio - slope * (low.limit - floor) <= 1.0:
             return None  # latency rises with the limit: a cut lowers it

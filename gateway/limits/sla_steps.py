@@ -120,10 +120,12 @@ def judged_from(obs: Observation, p: SLAParams) -> int | None:
     return max(1, math.ceil(obs.kv_fits * p.judged_past_kv))
 
 
-def kv_jump(obs: Observation, step: int, measured: list[Entry]) -> int | None:
-    """The limit to probe straight to (what the KV cache holds) instead of `step` more, if any;
-    `measured` are the entries measured lately."""
+def probe_up(obs: Observation, start: int, least: int, measured: list[Entry], q: float) -> tuple[int, bool]:
+    """Where a throughput probe from `start` goes, and whether that is a jump: straight to what the
+    KV cache holds when that is above max(least, q x start) more and no limit as high is among
+    `measured` (the entries measured lately), else that step."""
+    step = max(least, step_size(start, q))
     fits = obs.kv_fits
-    if fits is None or fits - obs.limit <= step or any(e.limit >= fits for e in measured):
-        return None
-    return fits
+    if fits is None or fits - start <= step or any(e.limit >= fits for e in measured):
+        return start + step, False
+    return fits, True

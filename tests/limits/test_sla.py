@@ -506,3 +506,31 @@ def test_a_proven_floor_probes_at_once(obs: ObsFactory) -> None:
 
     assert first_probe_after_the_floor(algo(), front_end) == 0.0
     assert first_probe_after_the_floor(algo(), along) == 0.0
+
+
+def test_a_jump_due_from_the_limit_with_the_most_throughput_goes_at_once(obs: ObsFactory) -> None:
+    # 12 met the target and delivered most; then no limit does, and the floor is proven at 5 once
+    # measured for 6 s. Going back to 12 to measure it again before the jump to what the KV cache
+    # holds would cost a settle and a dwell: the jump goes at once, judged against 12 as measured.
+    a, limit, changed, seen = algo(floor_dwell=6.0), 12, 90.0, []
+    for i in range(30):
+        now = 100.0 + i
+        ratio = 0.95 if now < 106.0 else 1.45 if limit == 12 else 1.5
+        rate = 60.0 * limit if limit == 12 else 100.0 * limit
+        d = a.update(
+            obs(
+                limit=limit,
+                p90={"ttft": ratio},
+                now=now,
+                interval=1.0,
+                since_change=now - changed,
+                delivered_tokens=rate,
+                kv_fits=30,
+            )
+        )
+        seen.append((limit, d.limit, d.detail))
+        if d.limit != limit:
+            limit, changed = d.limit, now
+    moves = [(was, to) for was, to, _ in seen if to != was]
+    assert moves[:3] == [(12, 8), (8, 5), (5, 30)]
+    assert any("measuring 30 against 12" in detail for *_, detail in seen)

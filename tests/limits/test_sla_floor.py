@@ -35,6 +35,15 @@ def test_a_steep_rise_closer_than_the_span_refutes_the_floor() -> None:
     assert along_the_limit(entries, "tpot", 1, span=2.0) == {"tpot": 0.0159}
 
 
+def test_a_higher_limit_that_met_the_target_refutes_the_floor() -> None:
+    # 12 met the target before capacity halved; 6, measured after, misses it. Latency falls along
+    # that line, which alone would prove a floor, but the SLA was met at 12: the backend changed.
+    entries = [entry(6, 1.18, 0.0177), entry(12, 0.87, 0.013)]
+    assert along_the_limit(entries, "tpot", 1, span=2.0) is None
+    entries[1] = entry(12, 1.02, 0.0153)
+    assert along_the_limit(entries, "tpot", 1, span=2.0) == {"tpot": 0.0153}
+
+
 def test_limits_closer_than_the_span_prove_nothing() -> None:
     assert along_the_limit([entry(5, 1.5, 0.02), entry(9, 1.5, 0.02)], "tpot", 1, span=2.0) is None
     assert along_the_limit([entry(1, 1.5, 0.02)], "tpot", 1, span=2.0) == {"tpot": 0.02}
