@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gateway.types import Signal
+
 
 @dataclass(slots=True)
 class Entry:
@@ -47,8 +49,10 @@ class Entry:
     hidden_seconds: float = 0.0
     ratio: float | None = None
     """Worst P90 / target measured at this limit (None before any P90)."""
+    signal: Signal | None = None
+    """The signal of that worst ratio."""
     p90: float | None = None
-    """That worst signal's P90 in seconds."""
+    """Its P90 in seconds."""
 
     @property
     def rate(self) -> float:
@@ -109,10 +113,10 @@ class Ledger:
         e.at = now
         return e
 
-    def record_ratio(self, now: float, limit: int, ratio: float, p90: float) -> Entry:
-        """The worst P90/target ratio (and that P90) measured at `limit`."""
+    def record_ratio(self, now: float, limit: int, ratio: float, signal: Signal, p90: float) -> Entry:
+        """The worst P90/target ratio (and its signal and P90) measured at `limit`."""
         e = self._entry(now, limit)
-        e.ratio, e.p90, e.at = ratio, p90, now
+        e.ratio, e.signal, e.p90, e.at = ratio, signal, p90, now
         return e
 
     def get(self, limit: int) -> Entry | None:

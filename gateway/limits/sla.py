@@ -167,10 +167,10 @@ class SLALimit:
             self._knee = (obs.limit, obs.now)
         if over is not None:
             if settled:
-                self.ledger.record_ratio(obs.now, obs.limit, over_ratio, obs.p90[over])
+                self.ledger.record_ratio(obs.now, obs.limit, over_ratio, over, obs.p90[over])
             return self._over(obs, over, over_ratio)
         if signal is not None and evident(obs, self.sla) and settled:
-            self.ledger.record_ratio(obs.now, obs.limit, ratio, obs.p90[signal])
+            self.ledger.record_ratio(obs.now, obs.limit, ratio, signal, obs.p90[signal])
             if ratio <= 1.0:
                 self._floor.forget()
         if ratio > 1.0:
@@ -198,7 +198,7 @@ class SLALimit:
             # The front end's delay is over target where it can prove a floor: hold while it shows
             # whether it lasts.
             return decide(obs, limit, "insufficient_samples", "TTFT over target outside the engine")
-        if along_the_limit(fresh, signal, obs.floor, span=self.params.floor_span):
+        if along_the_limit(fresh, obs.floor, span=self.params.floor_span):
             # A floor on less than `floor_dwell` seconds here: hold while it shows whether it lasts.
             return decide(
                 obs, limit, "insufficient_samples", f"{signal} over target here as a span above: a floor?"

@@ -26,7 +26,7 @@ def test_the_noise_is_that_of_the_count_of_whole_answers() -> None:
 def test_entries_not_updated_for_the_memory_are_forgotten() -> None:
     ledger = Ledger(half_life=10.0, memory=30.0)
     ledger.record_rate(100.0, 8, 1000.0, 1.0)
-    ledger.record_ratio(120.0, 12, 1.2, 0.5)
+    ledger.record_ratio(120.0, 12, 1.2, "tpot", 0.5)
     assert [e.limit for e in ledger.fresh(125.0)] == [8, 12]
     assert [e.limit for e in ledger.fresh(131.0)] == [12]
     assert ledger.below(131.0, 16) is not None and ledger.below(131.0, 12) is None

@@ -11,49 +11,57 @@ from gateway.types import Observation
 
 
 def entry(limit: int, ratio: float, p90: float) -> Entry:
-    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, measured=1.0, ratio=ratio, p90=p90)
+    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, measured=1.0, ratio=ratio, signal="tpot", p90=p90)
 
 
 def test_flat_latency_from_the_lowest_limit_up_is_a_floor() -> None:
     entries = [entry(5, 1.07, 0.016), entry(12, 1.05, 0.0158)]
-    assert along_the_limit(entries, "tpot", 1, span=2.0) == {"tpot": 0.0158}
+    assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.0158}
 
 
 def test_one_steep_pair_is_enough_to_doubt_the_floor() -> None:
     # 12 was measured before the backend slowed down and looks as slow as 5 after it; 10, measured
     # after, shows latency rising with the limit: the line through 5 and 10 is under 1 at the floor.
     entries = [entry(5, 1.07, 0.016), entry(10, 1.85, 0.028), entry(12, 1.05, 0.0158)]
-    assert along_the_limit(entries, "tpot", 1, span=2.0) is None
+    assert along_the_limit(entries, 1, span=2.0) is None
 
 
 def test_a_steep_rise_closer_than_the_span_refutes_the_floor() -> None:
     # 12 read 1.08 on the tick capacity halved; 11, measured after, shows latency rising fast.
     entries = [entry(6, 1.06, 0.0159), entry(11, 1.63, 0.0244), entry(12, 1.08, 0.0162)]
-    assert along_the_limit(entries, "tpot", 1, span=2.0) is None
+    assert along_the_limit(entries, 1, span=2.0) is None
     # A gentle rise from a closer limit leaves the floor standing.
     entries[1] = entry(11, 1.08, 0.0162)
-    assert along_the_limit(entries, "tpot", 1, span=2.0) == {"tpot": 0.0159}
+    assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.0159}
 
 
 def test_a_higher_limit_that_met_the_target_refutes_the_floor() -> None:
     # 12 met the target before capacity halved; 6, measured after, misses it. Latency falls along
     # that line, which alone would prove a floor, but the SLA was met at 12: the backend changed.
     entries = [entry(6, 1.18, 0.0177), entry(12, 0.87, 0.013)]
-    assert along_the_limit(entries, "tpot", 1, span=2.0) is None
+    assert along_the_limit(entries, 1, span=2.0) is None
     entries[1] = entry(12, 1.02, 0.0153)
-    assert along_the_limit(entries, "tpot", 1, span=2.0) == {"tpot": 0.0153}
+    assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.0153}
+
+
+def test_the_floor_is_reported_per_signal_from_the_limits_over_target() -> None:
+    # Under an SLA on TTFT and TPOT each limit's worst ratio may be either: the floor names each
+    # signal with the lowest P90 of that signal, never a TPOT P90 as a TTFT floor.
+    low = Entry(1, at=0.0, measured=1.0, ratio=1.49, signal="tpot", p90=0.007)
+    high = Entry(4, at=0.0, measured=1.0, ratio=2.4, signal="ttft", p90=0.071)
+    assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.007, "ttft": 0.071}
 
 
 def test_limits_closer_than_the_span_prove_nothing() -> None:
-    assert along_the_limit([entry(5, 1.5, 0.02), entry(9, 1.5, 0.02)], "tpot", 1, span=2.0) is None
-    assert along_the_limit([entry(1, 1.5, 0.02)], "tpot", 1, span=2.0) == {"tpot": 0.02}
+    assert along_the_limit([entry(5, 1.5, 0.02), entry(9, 1.5, 0.02)], 1, span=2.0) is None
+    assert along_the_limit([entry(1, 1.5, 0.02)], 1, span=2.0) == {"tpot": 0.02}
 
 
 def test_the_lowest_limit_proves_a_floor_only_once_measured_for_the_dwell() -> None:
     entries = [entry(5, 1.07, 0.016), entry(12, 1.05, 0.0158)]  # 5 measured for 1 s
-    assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) is None
+    assert along_the_limit(entries, 1, span=2.0, dwell=4.0) is None
     entries[0].measured = 4.0
-    assert along_the_limit(entries, "tpot", 1, span=2.0, dwell=4.0) == {"tpot": 0.0158}
+    assert along_the_limit(entries, 1, span=2.0, dwell=4.0) == {"tpot": 0.0158}
 
 
 def delayed(now: float, limit: int) -> Observation:
