@@ -46,8 +46,8 @@ Why each rule:
   real engine); a jump kept does not double the next step, which would overshoot by twice the cache.
   The cuts that proved the floor were no failed probes, so the first probe goes at once: up from
   the limit the floor was proven at, or to K judged against the limit with the most throughput as
-  measured (going there to measure it again first cost 6 of 30 s at 0.8 of its rate on the real
-  engine); only a higher limit that delivered less makes it wait, or it would lead back.
+  measured (measuring it again first held that limit 6 s of a 25-s window at 0.8 of K's rate on
+  the real engine); only a higher limit that delivered less makes it wait, or it would lead back.
 - The front end's delay proves a floor only where a limit at least `floor_span` times higher showed
   it too (gateway.limits.sla_floor), so the limit holds for it only there: elsewhere holding only
   postpones the cut that leads to such a limit (8 s of an infeasible SLA at 4 on the real engine).

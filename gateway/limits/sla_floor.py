@@ -151,7 +151,7 @@ class ProvenFloor:
         if found is None:
             return self.remembered(obs.now)
         self._found = (found, obs.now + self._p.floor_memory)
-        return found or None
+        return found
 
     def remembered(self, now: float) -> dict[Signal, float] | None:
         return self._found[0] if self._found is not None and now < self._found[1] else None
