@@ -18,9 +18,12 @@ Rules:
   time it fills): the requests that filled it were sent together, and requests that start together
   prefill together, so their latency describes the burst and not the limit. On the real engine the
   first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the controller cut within its
-  first five seconds in 11 of 12 runs. Only ticks that saw the limit idle make those seconds: a
-  tick that comes late (a busy host) saw nothing in between, and taking the gap for a quiet spell
-  threw away the evidence every 10-12 s and held a limit of 8 for 30 s.
+  first five seconds in 11 of 12 runs. The epoch starts before the tick that sees the limit full
+  reads the evidence, because short prompts' first tokens come before that tick: a fresh gateway
+  read its first batch's at 2.6x a TTFT target that the steady load met, and cut from 8 to 4. Only
+  ticks that saw the limit idle make those seconds: a tick that comes late (a busy host) saw
+  nothing in between, and taking the gap for a quiet spell threw away the evidence every 10-12 s
+  and held a limit of 8 for 30 s.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - Every rise of the limit in force wakes whoever waits for capacity.
@@ -39,7 +42,7 @@ from gateway.limiter.ceiling import KVCeiling
 from gateway.limiter.counters import CounterDelta
 from gateway.limiter.evidence import Evidence
 from gateway.limiter.slots import InFlight, Slot
-from gateway.limits.base import LimitAlgorithm, clamp, is_binding
+from gateway.limits.base import LimitAlgorithm, binds, clamp
 from gateway.types import (
     Clock,
     Decision,
@@ -228,12 +231,15 @@ class Limiter:
         now = self._clock()
         inflight = self.inflight if shared_inflight is None else shared_inflight
         self._refresh_ceiling()
+        peak, interval = max(self._inflight.peak, inflight), now - self._last_tick_at
+        binding = binds(peak, self._limit, queued)
+        if binding and self._idle_at - self._binding_at >= QUIET:
+            self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
         evidence = self._evidence
         live = evidence.live()
         p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._engine_stats)
         lumped, finished = evidence.take_lumped()
         received = evidence.take_delivered()
-        peak, interval = max(self._inflight.peak, inflight), now - self._last_tick_at
         generated = self._generated(now, peak, interval)
         obs = Observation(
             now=now,
@@ -265,13 +271,10 @@ class Limiter:
         if new != decision.limit:
             decision = replace(decision, limit=new, direction=_direction(self._limit, new))
         self._inflight.reset_peak()
-        binding = is_binding(obs)
         if new != self._limit:
             self._limit = new
             self._last_change_at = now
             self._start_epoch(now)
-        elif binding and self._idle_at - self._binding_at >= QUIET:
-            self._start_epoch(now)  # filled by a burst
         if binding:
             self._binding_at = now
         else:

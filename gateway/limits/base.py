@@ -100,7 +100,12 @@ def quantile_exceeds(values: Sequence[float], target: float, q: float, alpha: fl
 
 def is_binding(obs: Observation) -> bool:
     """Whether the limit actually held traffic back since the previous tick."""
-    return obs.peak_inflight >= obs.limit or obs.queued > 0
+    return binds(obs.peak_inflight, obs.limit, obs.queued)
+
+
+def binds(peak_inflight: int, limit: int, queued: int) -> bool:
+    """Whether a limit held traffic back: it was full, or requests waited for it."""
+    return peak_inflight >= limit or queued > 0
 
 
 class Params:

@@ -74,6 +74,7 @@ def test_acquire_until_full_then_refuse() -> None:
 
 def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
     lim, clock, wake = limiter()
+    busy(lim)
     slots = fill(lim)
     finish(slots, clock, ttft=0.85)
     wake.calls = 0
@@ -126,6 +127,22 @@ def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
     assert (d.reason, d.limit) == ("p90_over_target", 4)
 
 
+def test_the_bursts_first_tokens_that_came_before_the_tick_are_not_its_evidence() -> None:
+    # Short prompts: the burst's first tokens arrive before the tick that sees the limit full.
+    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    burst_at = clock.now
+    slots = fill(lim)
+    clock.now += 3.0
+    for s in slots:
+        s.first_token(burst_at, 3.0)
+    clock.now += 0.5
+    d = lim.tick(queued=3)
+    assert (d.reason, d.limit) == ("insufficient_samples", 8)
+    assert lim.state()["samples"] == 0
+    for s in slots:
+        s.release(None)
+
+
 def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
     lim, clock, _ = limiter("aimd", min_samples=8)
     slots = fill(lim)
@@ -149,6 +166,7 @@ def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
 
 def test_peak_inflight_resets_each_tick() -> None:
     lim, clock, _ = limiter(min_samples=1)
+    busy(lim)
     slots = fill(lim)
     finish(slots, clock, ttft=0.7)
     assert lim.tick(queued=0).direction == Direction.UP  # peak 8 = limit: binding
@@ -306,6 +324,7 @@ def test_random_sequences_keep_invariants(
 
 def test_no_wake_when_a_release_leaves_no_room() -> None:
     lim, clock, wake = limiter("aimd", {"backoff": 0.5}, min_samples=1)
+    busy(lim)
     slots = fill(lim)
     finish(slots[:1], clock, ttft=5.0)
     lim.tick(queued=3)  # 8 -> 4 while 7 are still in flight
@@ -329,6 +348,7 @@ def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
 
 def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
     lim, clock, _ = limiter(overdue_after=1.0, min_samples=2)
+    busy(lim)
     slots = [lim.acquire() for _ in range(4)]
     for slot in slots:
         slot.streaming(clock.now, Progress())
@@ -385,6 +405,7 @@ def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> N
     """A backend that slowed down is seen at the next tick, not when the slowed requests end."""
     lim, clock = tpot_limiter()
     one_token_an_event(lim, clock)
+    busy(lim)
     slots = fill(lim)
     start = clock.now
     for slot in slots:
@@ -402,6 +423,7 @@ def test_the_pace_of_streams_in_flight_counts_as_tpot_before_any_finishes() -> N
 def test_streams_dispatched_before_the_last_change_do_not_count() -> None:
     lim, clock = tpot_limiter()
     one_token_an_event(lim, clock)
+    busy(lim)
     old = [lim.acquire() for _ in range(4)]
     for slot in old:
         stream(slot, clock.now, 0.06, 20)
@@ -468,6 +490,7 @@ def test_state_shows_the_tokens_a_stream_event_carries() -> None:
 
 def test_other_processes_samples_and_shared_inflight_decide_the_leaders_tick() -> None:
     lim, clock, _ = limiter(min_samples=4)
+    lim.tick(queued=0, shared_inflight=8)  # the first time the backend is full: a new epoch
     clock.now += 1
     for _ in range(8):  # finished elsewhere: this process served none of them
         lim.record(Sample(dispatched_at=clock.now - 0.5, e2e=0.5, ttft=0.5))
