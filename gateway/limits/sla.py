@@ -85,11 +85,6 @@ Why each rule:
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
   that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
   cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
-  Growth needs `min_samples` values, or, with the worst P90 at a fraction f <= 1/3 of u, max(3, f x
-  min_samples): that far under, so few values read a P90 at u that low no more often than
-  `min_samples` read it at 0.9 u, and whole answers at a low limit took 13-16 s to give 20 values
-  (real engine, e2e P90 at 0.15 of target). Nearer the band fewer values reached the knee sooner
-  and settled higher (capacity steps followed in virtual time: 15 of 21 instead of 19).
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 
@@ -257,8 +252,7 @@ class SLALimit:
             self._probe_failed(obs)
             lower = max(best.limit, limit - step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", compare(best, here))
-        u = self.params.increase_below
-        if r < u and evident(obs, self.sla, far_under=r / u) and self._may_probe(obs):
+        if r < self.params.increase_below and evident(obs, self.sla) and self._may_probe(obs):
             step, why = growth(obs, r, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:

@@ -34,15 +34,10 @@ def over_target(obs: Observation, sla: SLA, alpha: float) -> tuple[Signal | None
     return (signal, ratio) if ratio > 1.0 else (None, ratio)
 
 
-def evident(obs: Observation, sla: SLA, far_under: float | None = None) -> bool:
-    """Whether some SLA signal is measured and each measured one stands on min_samples values, or,
-    where the worst P90/target is `far_under` a fraction f <= 1/3 of the growth band, on
-    max(3, f x min_samples)."""
+def evident(obs: Observation, sla: SLA) -> bool:
+    """Whether some SLA signal is measured and each measured one stands on min_samples values."""
     measured = [s for s in sla.targets() if s in obs.p90]
-    need = obs.min_samples
-    if far_under is not None and far_under <= 1.0 / 3.0:
-        need = min(need, max(3, math.ceil(far_under * obs.min_samples)))
-    return bool(measured) and all(obs.counts.get(s, 0) >= need for s in measured)
+    return bool(measured) and all(obs.counts.get(s, 0) >= obs.min_samples for s in measured)
 
 
 def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:

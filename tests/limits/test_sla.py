@@ -197,7 +197,7 @@ def past_the_kv_cache(a: SLALimit, obs: ObsFactory, tokens_at_25: float) -> list
     delivers `tokens_at_25` a second; the decisions taken at 25, a tick a second."""
     fits = {"kv_fits": 20, "p90": {"ttft": 0.3}, "interval": 1.0}
     for t in range(6):
-        few = {"counts": {"ttft": 2}} if t < 5 else {}  # 20 measured for 5 s before it may grow
+        few = {"counts": {"ttft": 3}} if t < 5 else {}  # 20 measured for 5 s before it may grow
         d = a.update(
             obs(limit=20, now=100.0 + t, since_change=10.0 + t, delivered_tokens=1000.0, **fits, **few)
         )
@@ -226,29 +226,10 @@ def test_judged_past_kv_set_high_grows_on_latency_room_alone(obs: ObsFactory) ->
 
 
 def test_growth_waits_for_evidence_at_the_current_limit(obs: ObsFactory) -> None:
-    # 0.6 of the target is 2/3 of u = 0.9: the P90 needs all min_samples (8) values behind it.
-    few = obs(limit=10, p90={"ttft": 0.6}, sample_count=7, counts={"ttft": 7}, since_change=10.0)
+    few = obs(limit=10, p90={"ttft": 0.2}, sample_count=3, counts={"ttft": 3}, since_change=10.0)
     assert algo().update(few).direction == Direction.HOLD
     early = obs(limit=10, p90={"ttft": 0.2}, since_change=0.5)
     assert algo().update(early).direction == Direction.HOLD
-
-
-@pytest.mark.parametrize(
-    ("ratio", "values", "grows"),
-    [
-        (0.15, 3, False),  # 1/6 of u: max(3, ceil(20 / 6)) = 4 values
-        (0.15, 4, True),
-        (0.25, 5, False),  # 0.28 of u: ceil(20 x 0.28) = 6
-        (0.25, 6, True),
-        (0.45, 19, False),  # half of u: no fewer than min_samples
-        (0.45, 20, True),
-    ],
-)
-def test_far_under_target_growth_stands_on_fewer_values(
-    obs: ObsFactory, ratio: float, values: int, grows: bool
-) -> None:
-    tick = obs(limit=8, p90={"ttft": ratio}, counts={"ttft": values}, min_samples=20, since_change=10.0)
-    assert (algo().update(tick).direction == Direction.UP) is grows
 
 
 def test_a_lower_limit_that_delivered_clearly_more_pulls_the_limit_down(obs: ObsFactory) -> None:
