@@ -17,7 +17,7 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
                                                      hold                   insufficient_samples
     r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
                             limit measured lately (not once L held `max_probe_wait`, nor one that
-                            implies a change of the backend), else L / r (sla_steps.cut)
+                            implies a change of the backend below K), else L / r (sla_steps.cut)
                                                                                        p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
@@ -218,7 +218,8 @@ class SLALimit:
         elif self._last_move is Direction.UP:
             self._probe_failed(obs)
         used = min(limit, max(1, obs.peak_inflight))  # the concurrency the P90s were measured at
-        wanted, how = cut(used, r, None if changed else self.ledger.below(obs.now, used), self.params)
+        lower = None if changed else self.ledger.below(obs.now, used)
+        wanted, how = cut(used, r, lower, obs.kv_fits, self.params)
         return decide(
             obs,
             wanted,

@@ -2,7 +2,7 @@
 the observation.
 
     over target, a lower L' measured with r' < r:  L - (r - 1)(L - L') / (r - r'), the secant to r = 1,
-                                                    if (r - r') / (L - L') <= STEEPEST x r / L
+                                                    if (r - r') / (L - L') <= STEEPEST x r / L or L > K
     over target, r <= 1 + 2p:                       max(L / r, L - max(1, p L)), one step back
     over target, otherwise:                         L / r;  every cut at least 1, at most m L
     within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
@@ -20,22 +20,24 @@ measured at what ran); a P90 just over target is one step past the knee, not los
 step back. A secant more than STEEPEST times as steep as latency proportional to the limit is not
 the curve but a change of the backend between the two readings (capacity halved while L + 1 was
 probed: 0.86x at 12, 1.94x at 13): a batching engine's latency grows slower than its batch below
-what its KV cache holds, and a knee past it steepens that a few times, not sevenfold; followed, such
-a secant cut one step, and the next cut waited for evidence at that limit. Growth stops at J so that
-every raise past it is measured against the limit below. Far from any limit measured at the band,
-growth is fast, as far as room allows. Up to K at once, because below what its KV cache holds a
-batching engine's latency grows slower than its batch (on the real engine TPOT 2.2x for 4x the
-batch), and each step costs the wait for min_samples values from requests sent after it (at 8 with
-400-token answers, about 10 s); past K, where preemption and queueing make latency grow faster than
-the batch, never more than sqrt(L) at once, so one step cannot overshoot the knee by more than a
-probe can undo. Near a knee one proportional step, never into the limit measured at the band, unless
-that is L + 1 and its reading `probe_every` old: a P90 just over target on a few values there (a
-fresh gateway's first batch, one slow spell) otherwise held L for the ledger's memory, and a P90 of
-that limit measured again settles it. Growth stops while the requests of the last raise landed
-outside the engine and the rate did not rise (sla_evidence.held_outside). A batching engine's rate
-rises with its batch until its KV cache is full, so with the SLA out of reach the first probe goes
-there at once instead of in steps of q L, each of which costs a settle and a dwell; not again while
-a limit as high was measured lately, so a jump undone is not repeated before its evidence ages.
+what its KV cache holds; followed, such a secant cut one step, and the next cut waited for evidence
+at that limit. Past what the KV cache holds a steep secant is the curve, since each request more
+evicts one that runs (preemption): the simulated engine read TPOT 0.60x at 18 and 2.06x at 20 with
+K = 17, where L / r cut to 10. Growth stops at J so that every raise past it is measured against
+the limit below. Far from any limit measured at the band, growth is fast, as far as room allows.
+Up to K at once, because below what its KV cache holds a batching engine's latency grows slower
+than its batch (on the real engine TPOT 2.2x for 4x the batch), and each step costs the wait for
+min_samples values from requests sent after it (at 8 with 400-token answers, about 10 s); past K,
+where preemption and queueing make latency grow faster than the batch, never more than sqrt(L) at
+once, so one step cannot overshoot the knee by more than a probe can undo. Near a knee one
+proportional step, never into the limit measured at the band, unless that is L + 1 and its reading
+`probe_every` old: a P90 just over target on a few values there (a fresh gateway's first batch, one
+slow spell) otherwise held L for the ledger's memory, and a P90 of that limit measured again
+settles it. Growth stops while the requests of the last raise landed outside the engine and the
+rate did not rise (sla_evidence.held_outside). A batching engine's rate rises with its batch until
+its KV cache is full, so with the SLA out of reach the first probe goes there at once instead of in
+steps of q L, each of which costs a settle and a dwell; not again while a limit as high was measured
+lately, so a jump undone is not repeated before its evidence ages.
 """
 
 from __future__ import annotations
@@ -57,14 +59,17 @@ def step_size(limit: int, gain: float) -> int:
     return max(1, round(gain * limit))
 
 
-def cut(limit: int, r: float, lower: Entry | None, p: SLAParams) -> tuple[int, str]:
+def cut(limit: int, r: float, lower: Entry | None, fits: int | None, p: SLAParams) -> tuple[int, str]:
     """Where to cut a limit whose P90/target is r > 1, and how that was found; `lower` is the
-    nearest lower limit measured lately."""
+    nearest lower limit measured lately, `fits` the requests the KV cache holds if known."""
     if (
         lower is not None
         and lower.ratio is not None
         and lower.ratio < r
-        and (r - lower.ratio) / (limit - lower.limit) <= STEEPEST * r / limit
+        and (
+            (r - lower.ratio) / (limit - lower.limit) <= STEEPEST * r / limit
+            or (fits is not None and limit > fits)
+        )
     ):
         wanted = limit - (r - 1.0) * (limit - lower.limit) / (r - lower.ratio)
         how = f"between {lower.limit} ({lower.ratio:.2f}x) and {limit} ({r:.2f}x)"

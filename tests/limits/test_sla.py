@@ -335,6 +335,18 @@ def test_a_cut_after_a_long_hold_does_not_interpolate_with_older_readings(obs: O
     assert d.limit == 8 and "16 / 2.00" in d.detail  # not 12, the secant through 10
 
 
+def test_past_what_the_kv_cache_holds_a_steep_secant_is_followed(obs: ObsFactory) -> None:
+    # 0.60x at 18 and 2.06x at 20, with 17 requests fitting the KV cache: preemption's knee, not a
+    # backend that changed between the readings. The secant gives 18.5; L / r would give 10.
+    a = algo()
+    a.update(replace(measured(obs, 18, 0.60, 100.0), kv_fits=17))
+    d = a.update(replace(measured(obs, 20, 2.06, 101.0), kv_fits=17))
+    assert d.limit == 18 and "between 18" in d.detail
+    below = algo()
+    below.update(replace(measured(obs, 18, 0.60, 100.0), kv_fits=24))
+    assert below.update(replace(measured(obs, 20, 2.06, 101.0), kv_fits=24)).limit == 10
+
+
 def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> None:
     a = algo()
     a.update(measured(obs, 24, 0.95, 90.0))  # the knee: at the band
