@@ -347,6 +347,47 @@ def test_past_what_the_kv_cache_holds_a_steep_secant_is_followed(obs: ObsFactory
     assert below.update(replace(measured(obs, 20, 2.06, 101.0), kv_fits=24)).limit == 10
 
 
+def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(obs: ObsFactory) -> None:
+    # 20 (what the KV cache holds) delivered 1,000 tokens/s (the engine's count) with a median e2e
+    # of 8 s. Raised to 25, the rate reads 1,300 tokens/s for 8 s, until the requests in flight have
+    # turned over, and 900 from then on; the median e2e of the answers back is of the shortest.
+    # Judged on its first seconds the raise was kept; judged once 20's median e2e has passed, it is
+    # undone.
+    a = algo()
+    whole = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
+    for t in range(6):
+        d = a.update(
+            obs(
+                limit=20,
+                now=100.0 + t,
+                since_change=10.0 + t,
+                delivered_tokens=1000.0,
+                finished=3,
+                p50={"e2e": 8.0},
+                counts={"ttft": 3 if t < 5 else 50, "e2e": 50},  # 20 measured 5 s before it may grow
+                **whole,
+            )
+        )
+    assert (d.limit, d.reason) == (25, "probe")
+    decisions = [
+        a.update(
+            obs(
+                limit=25,
+                now=106.0 + t,
+                since_change=t,
+                delivered_tokens=1300.0 if t < 8 else 900.0,
+                finished=3,
+                p50={"e2e": 1.5},
+                counts={"ttft": 50, "e2e": min(t, 7)},  # fewer than min_samples (8)
+                **whole,
+            )
+        )
+        for t in range(1, 40)
+    ]
+    judged = next(d for d in decisions if d.reason != "probing")
+    assert (judged.limit, judged.reason) == (20, "no_gain")
+
+
 def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> None:
     a = algo()
     a.update(measured(obs, 24, 0.95, 90.0))  # the knee: at the band
