@@ -74,7 +74,8 @@ Why each rule:
   rates (whole answers are a Poisson count, which the engine's own count avoids); a probe whose
   gain is within the noise is measured longer (up to `probe_every`), then undone if it was a raise
   within target (holding meets the SLA) and decided by its point estimate in the throughput climb
-  (latency is missed anyway); probes are judged only on what they delivered after they took effect.
+  (latency is missed anyway); probes are judged only on what they delivered once their requests
+  turned over.
 - Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth is
   one proportional step and never into that limit (but into the one just above once its reading is
   `probe_every` old: one P90 just over target on a few values there held L for the ledger's memory);
