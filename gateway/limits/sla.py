@@ -52,17 +52,9 @@ Why each rule:
   it too (gateway.limits.sla_floor), so the limit holds for it only there: elsewhere holding only
   postpones the cut that leads to such a limit (8 s of an infeasible SLA at 4 on the real engine).
 - A cut takes effect only once the requests admitted above it have finished (gateway.limits.in_force)
-  and then as requests dispatched after it finish: a second cut before `settle` (at least the
-  median e2e) from then would act on the same evidence again and cascade to the floor. For the
-  same reason a limit's P90 ratio enters the ledger only once it has settled: the P90 a tick after
-  a cut from 8 to 4 is of requests that ran in a batch of 8, and taken as 4's it would prove a
-  latency floor that is not there.
-- A limit's rate enters the ledger, and a probe is measured, only once the requests in flight when
-  it took effect have turned over: a median e2e after it, the last one measured on `min_samples`
-  values until the limit's own is, because the first answers back after a change are the shortest
-  and the epoch's own median is then of those. A raise past what the KV cache holds, judged on
-  its first seconds, was kept on a burst: on the real engine 25 read 649 tokens/s against 20's 579
-  in the first 4-6 s of 6-9-s whole answers, and 582 once they had turned over.
+  and then as requests dispatched after it finish; a limit's P90s count once it has settled and
+  its rate once its requests have turned over (gateway.limits.sla_settling), and a second cut waits
+  for the settle: before it, it would act on the first cut's evidence again.
 - A limit that held for `max_probe_wait` and is over target now met a change of the backend: the
   lower limits' readings are of before it, and a secant through one cuts too little (a step back
   where capacity halved), so the cut is L / r.
@@ -103,11 +95,11 @@ from dataclasses import replace
 from typing import Literal
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
-from gateway.limits.in_force import InForce
 from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_params import SLAParams
+from gateway.limits.sla_settling import Settling
 from gateway.limits.sla_steps import cut, growth, judged_from, probe_up, step_size
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
@@ -130,9 +122,7 @@ class SLALimit:
         self._last_move = Direction.HOLD
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
-        self._in_force = InForce()
-        self._in_force_for = 0.0  # seconds the current limit has been in force, as of this tick
-        self._median_e2e = 0.0  # the median e2e last measured on `min_samples` values
+        self._settling = Settling(self.params.settle)
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
@@ -142,9 +132,7 @@ class SLALimit:
         return clamp(self.params.initial, floor, ceiling)
 
     def update(self, obs: Observation) -> Decision:
-        self._in_force_for = self._in_force.seconds(obs)
-        if obs.counts.get("e2e", 0) >= obs.min_samples:
-            self._median_e2e = obs.p50["e2e"]
+        self._settling.observe(obs)
         decision = self._decide(obs)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
@@ -161,8 +149,8 @@ class SLALimit:
             return decide(
                 obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}"
             )
-        settled = self._settled(obs)
-        if obs.interval > 0 and self._turned_over(obs):
+        settled = self._settling.settled(obs)
+        if obs.interval > 0 and self._settling.turned_over(obs):
             self.ledger.record_rate(
                 obs.now,
                 obs.limit,
@@ -199,11 +187,11 @@ class SLALimit:
         target = self.sla.target(signal)
         assert target is not None
         fresh = self.ledger.fresh(obs.now)
-        floor = self._floor.find(obs, signal, target, self._settled(obs), fresh)
+        floor = self._floor.find(obs, signal, target, self._settling.settled(obs), fresh)
         if floor is not None:
             return self._infeasible(obs, floor)
         self._probe_from = None
-        limit, settle = obs.limit, self._settle(obs)
+        limit, settle = obs.limit, self._settling.settle(obs)
         if self._floor.front_end.in_doubt(obs):
             # The front end's delay is over target where it can prove a floor: hold while it shows
             # whether it lasts.
@@ -213,7 +201,7 @@ class SLALimit:
             return decide(
                 obs, limit, "insufficient_samples", f"{signal} over target here as a span above: a floor?"
             )
-        if self._last_move is Direction.DOWN and self._in_force_for < settle:
+        if self._last_move is Direction.DOWN and self._settling.in_force_for < settle:
             return decide(
                 obs,
                 limit,
@@ -314,7 +302,7 @@ class SLALimit:
         )
         keep: bool | None = held is None
         if keep and start is not None:
-            more_time = self._in_force_for < self._turnover_time(obs) + self.params.probe_every
+            more_time = self._settling.in_force_for < self._settling.turnover(obs) + self.params.probe_every
             # Within target holding meets the SLA; in the throughput climb latency is missed anyway.
             keep = probe_kept(here, start, self.params, more_time, on_point=self._kind != "within")
             if keep is None:
@@ -343,32 +331,13 @@ class SLALimit:
         return (
             here is not None
             and here.measured >= self.params.probe_dwell
-            and self._in_force_for >= self._turnover_time(obs) + self.params.probe_dwell
+            and self._settling.in_force_for >= self._settling.turnover(obs) + self.params.probe_dwell
         )
 
     def _may_probe(self, obs: Observation) -> bool:
         """Settled, the wait after a failed probe over, and room below the ceiling. A throughput
         probe needs no P90: at a low limit with long answers 20 first tokens take minutes."""
-        return self._settled(obs) and obs.now >= self._next_probe_at and obs.limit < obs.ceiling
+        return self._settling.settled(obs) and obs.now >= self._next_probe_at and obs.limit < obs.ceiling
 
     def _gains(self, a: Entry, b: Entry | None) -> bool:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)
-
-    def _settled(self, obs: Observation) -> bool:
-        """Whether the current limit has been in force (gateway.limits.in_force) for `_settle` seconds."""
-        return self._in_force_for >= self._settle(obs)
-
-    def _settle(self, obs: Observation) -> float:
-        return max(self.params.settle, obs.p50.get("e2e", 0.0))
-
-    def _turned_over(self, obs: Observation) -> bool:
-        """Whether the requests in flight when the limit took effect have about turned over: its rate
-        is its own from then on."""
-        return self._in_force_for >= self._turnover_time(obs)
-
-    def _turnover_time(self, obs: Observation) -> float:
-        """The settle, and until the limit's own median e2e stands on `min_samples` values the last
-        one measured: the first answers back after a change are the shortest."""
-        if obs.counts.get("e2e", 0) >= obs.min_samples:
-            return self._settle(obs)
-        return max(self._settle(obs), self._median_e2e)
