@@ -354,7 +354,7 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
     # Judged on its first seconds the raise was kept; judged once 20's median e2e has passed, it is
     # undone.
     a = algo()
-    whole = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
+    every_tick = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
     for t in range(6):
         d = a.update(
             obs(
@@ -365,7 +365,7 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
                 finished=3,
                 p50={"e2e": 8.0},
                 counts={"ttft": 3 if t < 5 else 50, "e2e": 50},  # 20 measured 5 s before it may grow
-                **whole,
+                **every_tick,
             )
         )
     assert (d.limit, d.reason) == (25, "probe")
@@ -379,7 +379,7 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
                 finished=3,
                 p50={"e2e": 1.5},
                 counts={"ttft": 50, "e2e": min(t, 7)},  # fewer than min_samples (8)
-                **whole,
+                **every_tick,
             )
         )
         for t in range(1, 40)
