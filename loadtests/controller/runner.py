@@ -2,9 +2,10 @@
 
 `direct` sends the closed loop straight to the engine. Every other mode starts a fresh
 `llm-gateway serve` (from this checkout) in front of the engine, polls its /admin/state once a
-second while the load runs (the limit it holds, and `sla_infeasible` when the controller has it),
-and stops it by its pid. Between runs the engine is given time to finish or abort what the last
-run left (nothing running or waiting), so one run's tail never lands in the next.
+second while the load runs (the limit it holds, the engine's counts, and `sla_infeasible` when the
+controller has it), and stops it by its pid. Between runs the engine is given time to finish or
+abort what the last run left (nothing running or waiting), so one run's tail never lands in the
+next.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def infeasible_flag(backend: Mapping[str, Any]) -> bool | None:
     return bool(value)
 
 
+ENGINE_COUNTS = ("running", "waiting", "outside_engine", "kv_usage", "preemptions_total")
+"""What vLLM's last scrape said, kept beside each state: why a limit moved is often there."""
+
+
 async def _poll_state(url: str, states: list[dict[str, Any]], stop: asyncio.Event) -> None:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
         while not stop.is_set():
@@ -68,6 +73,7 @@ async def _poll_state(url: str, states: list[dict[str, Any]], stop: asyncio.Even
                             "last_decision": backend.get("last_decision"),
                             "p90": backend.get("p90"),
                             "tokens_per_event": backend.get("tokens_per_event"),
+                            **{key: backend.get(key) for key in ENGINE_COUNTS},
                         }
                     )
             with contextlib.suppress(TimeoutError):
