@@ -2,12 +2,13 @@
 
 One entry per limit L. Each control interval while L binds adds its delivered output tokens, its
 length in seconds, the requests that finished, the tokens that came in one piece when a request
-finished (a non-streaming answer), and the requests held outside the engine; and the worst
-P90/target ratio and that P90 measured at L:
+finished (a non-streaming answer), the requests held outside the engine and those it ran; and the
+worst P90/target ratio and that P90 measured at L:
 
     w = 2^(-(now - last update) / half_life)
-    x <- w x x + this interval's x   for tokens, seconds, finished, lumped, hidden
-    rate = tokens / seconds,  hidden = mean requests in flight that the engine did not count
+    x <- w x x + this interval's x   for tokens, seconds, finished, lumped, hidden, running
+    rate = tokens / seconds,  hidden (running) = mean requests in flight that the engine did not
+    count (that it ran), over the seconds it was read
     ratio <- the newest value (the window P90 already averages over the requests behind it)
     noise = (lumped / tokens) / sqrt(finished)    relative standard deviation of the rate
 
@@ -29,9 +30,28 @@ Pure: the caller passes the time.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.types import Signal
+
+
+@dataclass(slots=True)
+class DecayedMean:
+    """A gauge's time-weighted mean over the seconds it was read, decayed with the entry."""
+
+    total: float = 0.0
+    seconds: float = 0.0
+
+    def add(self, w: float, value: float | None, seconds: float) -> None:
+        self.total *= w
+        self.seconds *= w
+        if value is not None:
+            self.total += value * seconds
+            self.seconds += seconds
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.seconds if self.seconds > 0 else None
 
 
 @dataclass(slots=True)
@@ -44,9 +64,10 @@ class Entry:
     """Seconds of measurement behind the entry, not decayed: whether it stands on enough."""
     finished: float = 0.0
     lumped: float = 0.0
-    hidden_sum: float = 0.0
-    """Decayed sum of (requests held outside the engine x seconds)."""
-    hidden_seconds: float = 0.0
+    outside: DecayedMean = field(default_factory=DecayedMean)
+    """Requests in flight that the engine counted neither running nor waiting."""
+    batch: DecayedMean = field(default_factory=DecayedMean)
+    """Requests the engine ran."""
     ratio: float | None = None
     """Worst P90 / target measured at this limit (None before any P90)."""
     signal: Signal | None = None
@@ -68,7 +89,12 @@ class Entry:
     @property
     def hidden(self) -> float | None:
         """Mean requests in flight that the engine did not count (None if never measured)."""
-        return self.hidden_sum / self.hidden_seconds if self.hidden_seconds > 0 else None
+        return self.outside.mean
+
+    @property
+    def running(self) -> float | None:
+        """Mean requests the engine ran (None if never measured)."""
+        return self.batch.mean
 
 
 class Ledger:
@@ -96,6 +122,7 @@ class Ledger:
         finished: float = 0.0,
         lumped: float = 0.0,
         hidden: float | None = None,
+        running: float | None = None,
     ) -> Entry:
         """Add one interval's delivery at `limit`; forget entries older than `memory`."""
         e = self._entry(now, limit)
@@ -105,11 +132,8 @@ class Ledger:
         e.measured += seconds
         e.finished = w * e.finished + finished
         e.lumped = w * e.lumped + lumped
-        e.hidden_sum *= w
-        e.hidden_seconds *= w
-        if hidden is not None:
-            e.hidden_sum += hidden * seconds
-            e.hidden_seconds += seconds
+        e.outside.add(w, hidden, seconds)
+        e.batch.add(w, running, seconds)
         e.at = now
         return e
 

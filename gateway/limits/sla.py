@@ -31,6 +31,8 @@ turned over keep it if the rate rose by (1 + g) beyond the noise (a step that ga
 doubles the next), else go back (no_gain); between probes hold the limit with the most throughput,
 waiting `probe_every` only after a higher limit was measured to deliver less; a jump to K from
 there, when due, goes at once.
+Any probe being measured goes back at once when the engine ran no more requests at it than at the
+limit it came from (gateway.limits.sla_batch).
 Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
@@ -68,17 +70,18 @@ Why each rule:
   within target (holding meets the SLA) and decided by its point estimate in the throughput climb
   (latency is missed anyway); probes are judged only on what they delivered once their requests
   turned over.
-- Knee: where a limit was measured at or over u (the latency curve turns up steeply there) growth is
-  one proportional step and never into that limit (but into the one just above once its reading is
-  `probe_every` old: one P90 just over target on a few values there held L for the ledger's memory);
-  fast growth only where no knee is known within `knee_memory`. A probe undone (cut back, or lower
+- Knee: near a limit measured at or over u (the latency curve turns up steeply there) growth is
+  one proportional step (gateway.limits.sla_steps says where to). A probe undone (cut back, or lower
   throughput) doubles the wait before the next, up to half the ledger's memory, so the failure is
   still known when the next one comes.
-- Outside the engine: the gateway's in-flight count minus vLLM's running + waiting is the queue
-  the engine cannot see (a busy front end). When more than max(1, `hidden_share` x the last raise)
-  landed there and the rate did not rise, raising further only lengthens that queue: growth stops
-  and a throughput probe is undone at once; a front end that holds requests on their way in
-  (the gap grows, and so does the rate) or stalled and recovered (the gap is back now) does not.
+- Outside the batch: a rate grows at most in proportion to the batch the engine runs, so a probe
+  whose requests only wait in its queue (the KV cache or `max_num_seqs` full) gained nothing, which
+  the engine's count shows in two ticks where the rate needs a turnover and a dwell. The gateway's
+  in-flight count minus vLLM's running + waiting is the queue the engine cannot see (a busy front
+  end). When more than max(1, `hidden_share` x the last raise) landed there and the rate did not
+  rise, raising further only lengthens that queue: growth stops and a throughput probe is undone at
+  once; a front end that holds requests on their way in (the gap grows, and so does the rate) or
+  stalled and recovered (the gap is back now) does not.
 - Evidence: a cut needs the values behind the P90 to show it over target, so many of them over that
   a P90 at the target would give as many with probability under `evidence_alpha`
   (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
@@ -96,6 +99,7 @@ from typing import Literal
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
+from gateway.limits.sla_batch import BatchSince
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_params import SLAParams
@@ -123,6 +127,7 @@ class SLALimit:
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
         self._settling = Settling(self.params.settle)
+        self._batch = BatchSince()
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> SLALimit:
@@ -133,6 +138,7 @@ class SLALimit:
 
     def update(self, obs: Observation) -> Decision:
         self._settling.observe(obs)
+        self._batch.observe(obs, self._settling.in_force_for)
         decision = self._decide(obs)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
@@ -159,6 +165,7 @@ class SLALimit:
                 finished=obs.finished,
                 lumped=obs.lumped_tokens,
                 hidden=hidden(obs),
+                running=self._batch.running,
             )
         over, over_ratio = over_target(obs, self.sla, self.params.evidence_alpha)
         if over is not None or ratio >= self.params.increase_below:
@@ -295,6 +302,8 @@ class SLALimit:
         assert self._probe_from is not None
         now, limit = obs.now, obs.limit
         start = self.ledger.get(self._probe_from)
+        if start is not None and (why := self._batch.no_gain(limit, start, self.params)) is not None:
+            return self._undo(obs, why)
         if not measured or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._probe_from}")
         held = held_outside(
@@ -315,9 +324,14 @@ class SLALimit:
             self._step = 2 * (limit - self._probe_from) if strong and self._kind == "step" else 0
             self._probe_from, self._failures = None, 0
             return decide(obs, limit, "probe", "" if start is None else compare(here, start))
+        return self._undo(obs, held or compare(start, here) if start else "")
+
+    def _undo(self, obs: Observation, why: str) -> Decision:
+        """Back to where the probe being measured started."""
+        assert self._probe_from is not None
         back, self._probe_from, self._step = self._probe_from, None, 0
         self._probe_failed(obs)
-        return decide(obs, back, "no_gain", held or compare(start, here) if start else "")
+        return decide(obs, back, "no_gain", why)
 
     def _probe_failed(self, obs: Observation) -> None:
         """A step up was undone: wait probe_every x 2^(failures - 1), at most half the memory."""

@@ -1,7 +1,7 @@
 """What the `sla` controller reads from one observation and the ledger: which P90 is over target on
 enough evidence, whether a rate is clearly higher than another and a probe up is kept, how many
-requests in flight the engine does not count, and whether the last increase of the limit only went
-there.
+requests in flight the engine does not count (and how many it runs), and whether the last increase
+of the limit only went there.
 
 Pure functions of their arguments.
 """
@@ -66,6 +66,18 @@ def hidden(obs: Observation) -> float | None:
     if stats is None or not stats.fresh(obs.now, obs.interval):
         return None
     return obs.outside_engine
+
+
+def engine_batch(obs: Observation) -> tuple[float, float] | None:
+    """The requests the engine ran and those in flight that it counted neither running nor waiting,
+    if a fresh scrape counted only requests sent through the gateway (running + waiting at most the
+    peak in flight); else None, since others' traffic would be in the count."""
+    stats, outside = obs.engine_stats, hidden(obs)
+    if stats is None or outside is None or stats.running is None or stats.waiting is None:
+        return None
+    if stats.running + stats.waiting > obs.peak_inflight:
+        return None
+    return stats.running, outside
 
 
 def held_outside(

@@ -23,6 +23,16 @@ def test_the_noise_is_that_of_the_count_of_whole_answers() -> None:
     assert lumped.noise == pytest.approx(1.0 / math.sqrt(4.0))
 
 
+def test_the_engine_counts_are_means_over_the_seconds_they_were_read() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    # A second without a scrape counts for neither; ten seconds on, the first reading weighs half.
+    assert ledger.record_rate(101.0, 8, 1000.0, 1.0).running is None
+    ledger.record_rate(102.0, 8, 1000.0, 1.0, hidden=2.0, running=6.0)
+    e = ledger.record_rate(112.0, 8, 1000.0, 1.0, hidden=0.0, running=8.0)
+    assert e.running == pytest.approx((0.5 * 6.0 + 8.0) / 1.5)
+    assert e.hidden == pytest.approx((0.5 * 2.0) / 1.5)
+
+
 def test_entries_not_updated_for_the_memory_are_forgotten() -> None:
     ledger = Ledger(half_life=10.0, memory=30.0)
     ledger.record_rate(100.0, 8, 1000.0, 1.0)

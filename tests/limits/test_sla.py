@@ -388,6 +388,51 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
     assert (judged.limit, judged.reason) == (20, "no_gain")
 
 
+@pytest.mark.parametrize(("running", "undone_after"), [(18.0, 3), (23.0, 12)])
+def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_over(
+    obs: ObsFactory, running: float, undone_after: int
+) -> None:
+    # As above, with the engine's count: 20 ran 18 (the KV cache full) and 2 waited. Raised to 25,
+    # the rate reads a burst until the requests turn over. Where the engine still ran 18 (7
+    # waiting), no rate could have grown, and the raise is undone on its second tick in force;
+    # where it ran 23, the rate decides, once they turned over.
+    a = algo()
+    every_tick = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
+
+    def counted(t: float, limit: int, run: float) -> dict[str, object]:
+        stats = engine_stats(at=t, running=run, waiting=limit - run)
+        return {"now": t, "limit": limit, "engine_stats": stats, "outside_engine": 0.0}
+
+    for t in range(6):
+        d = a.update(
+            obs(
+                since_change=10.0 + t,
+                delivered_tokens=1000.0,
+                finished=3,
+                p50={"e2e": 8.0},
+                counts={"ttft": 3 if t < 5 else 50, "e2e": 50},
+                **counted(100.0 + t, 20, 18.0),
+                **every_tick,
+            )
+        )
+    assert (d.limit, d.reason) == (25, "probe")
+    for t in range(1, 40):
+        d = a.update(
+            obs(
+                since_change=t,
+                delivered_tokens=1300.0 if t < 8 else 900.0,
+                finished=3,
+                p50={"e2e": 1.5},
+                counts={"ttft": 50, "e2e": min(t, 7)},
+                **counted(106.0 + t, 25, running),
+                **every_tick,
+            )
+        )
+        if d.reason != "probing":
+            break
+    assert (t, d.limit, d.reason) == (undone_after, 20, "no_gain")
+
+
 def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> None:
     a = algo()
     a.update(measured(obs, 24, 0.95, 90.0))  # the knee: at the band
