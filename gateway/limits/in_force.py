@@ -28,13 +28,16 @@ class InForce:
     def __init__(self) -> None:
         self._epoch = math.nan  # the start of the epoch last seen
         self._since: float | None = None  # when the limit took effect in that epoch
+        self.new_epoch = False
+        """Whether the last observation began an epoch (the limit changed, or filled after a quiet
+        spell)."""
 
     def seconds(self, obs: Observation) -> float:
         """How long the limit of this observation has been in force, counting this tick."""
         start = obs.now - obs.since_change
-        first = not math.isclose(start, self._epoch, rel_tol=0.0, abs_tol=1e-6)
-        if first:
+        self.new_epoch = not math.isclose(start, self._epoch, rel_tol=0.0, abs_tol=1e-6)
+        if self.new_epoch:
             self._epoch, self._since = start, None
         if self._since is None and obs.peak_inflight <= obs.limit:
-            self._since = start if first else max(start, obs.now - obs.interval)
+            self._since = start if self.new_epoch else max(start, obs.now - obs.interval)
         return 0.0 if self._since is None else obs.now - self._since

@@ -138,7 +138,7 @@ class SLALimit:
 
     def update(self, obs: Observation) -> Decision:
         self._settling.observe(obs)
-        self._batch.observe(obs, self._settling.in_force_for)
+        self._batch.observe(obs, self._settling.in_force_for, self._settling.new_epoch)
         decision = self._decide(obs)
         if decision.limit != obs.limit:
             self._last_move = decision.direction

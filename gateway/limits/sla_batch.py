@@ -21,12 +21,11 @@ nothing yet, and the rate decides.
 The second tick: the requests dispatched at the raise reach the engine's count within one.
 The O condition: requests still on their way through a busy front end have not yet asked to run,
 and a front end that holds the raise's requests is what `held_outside` judges, on the rate.
-Pure: the caller passes each observation and the seconds the limit has been in force.
+Pure: the caller passes each observation, the seconds the limit has been in force and whether the
+observation began an epoch.
 """
 
 from __future__ import annotations
-
-import math
 
 from gateway.limits.ledger import Entry
 from gateway.limits.sla_evidence import engine_batch
@@ -36,7 +35,6 @@ from gateway.types import Observation
 
 class BatchSince:
     def __init__(self) -> None:
-        self._epoch = math.nan  # the start of the epoch being measured
         self._running = 0.0  # sum of running x seconds
         self._outside = 0.0  # sum of outside x seconds
         self.seconds = 0.0
@@ -44,11 +42,11 @@ class BatchSince:
         self.running: float | None = None
         """The requests the engine ran as of this tick's reading, if it could be read."""
 
-    def observe(self, obs: Observation, in_force_for: float) -> None:
-        """Take this tick's observation; call once per tick."""
-        start = obs.now - obs.since_change
-        if not math.isclose(start, self._epoch, rel_tol=0.0, abs_tol=1e-6):
-            self._epoch, self._running, self._outside, self.seconds = start, 0.0, 0.0, 0.0
+    def observe(self, obs: Observation, in_force_for: float, new_epoch: bool) -> None:
+        """Take this tick's observation, the seconds its limit has been in force and whether it
+        began an epoch (gateway.limits.in_force); call once per tick."""
+        if new_epoch:
+            self._running, self._outside, self.seconds = 0.0, 0.0, 0.0
         counted = engine_batch(obs)
         self.running = None if counted is None else counted[0]
         if counted is None or in_force_for <= obs.interval or obs.interval <= 0:

@@ -40,6 +40,11 @@ class Settling:
         if self._own_median(obs):
             self._median_e2e = obs.p50["e2e"]
 
+    @property
+    def new_epoch(self) -> bool:
+        """Whether the last observation began an epoch (gateway.limits.in_force)."""
+        return self._in_force.new_epoch
+
     def settle(self, obs: Observation) -> float:
         """S: seconds in force after which the limit's P90s are its own."""
         return max(self._settle, obs.p50.get("e2e", 0.0))

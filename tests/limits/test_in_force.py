@@ -33,5 +33,9 @@ def test_a_cut_is_in_force_once_no_more_than_the_limit_are_in_flight() -> None:
 def test_a_new_epoch_starts_the_count_again() -> None:
     in_force = InForce()
     assert in_force.seconds(make_obs(limit=5, now=110.0, interval=1.0, since_change=10.0)) == 10.0
+    assert in_force.new_epoch
+    assert in_force.seconds(make_obs(limit=5, now=111.0, interval=1.0, since_change=11.0)) == 11.0
+    assert not in_force.new_epoch
     # The limit filled after a quiet spell at 112: a new epoch, in force from its start.
     assert in_force.seconds(make_obs(limit=5, now=113.0, interval=1.0, since_change=1.0)) == 1.0
+    assert in_force.new_epoch

@@ -37,7 +37,7 @@ def at_24(obs: ObsFactory, t: int, running: float, waiting: float, peak: int = 2
 def measure(obs: ObsFactory, ticks: int, running: float, waiting: float, peak: int = 24) -> BatchSince:
     b = BatchSince()
     for t in range(1, ticks + 1):
-        b.observe(at_24(obs, t, running, waiting, peak), float(t))
+        b.observe(at_24(obs, t, running, waiting, peak), float(t), new_epoch=t == 1)
     return b
 
 
@@ -71,6 +71,8 @@ def test_a_new_epoch_starts_a_new_mean(obs: ObsFactory) -> None:
     b = measure(obs, 4, running=18.0, waiting=6.0)
     stats = engine_stats(at=110.0, running=24.0, waiting=0.0)
     b.observe(
-        obs(limit=24, now=110.0, since_change=0.5, interval=1.0, engine_stats=stats, outside_engine=0.0), 0.5
+        obs(limit=24, now=110.0, since_change=0.5, interval=1.0, engine_stats=stats, outside_engine=0.0),
+        0.5,
+        new_epoch=True,
     )
     assert b.seconds == 0.0
