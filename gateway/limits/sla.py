@@ -72,8 +72,7 @@ Why each rule:
   turned over.
 - Knee: near a limit measured at or over u (the latency curve turns up steeply there) growth is
   one proportional step (gateway.limits.sla_steps says where to). A probe undone (cut back, or lower
-  throughput) doubles the wait before the next, up to half the ledger's memory, so the failure is
-  still known when the next one comes.
+  throughput) doubles the wait before the next (gateway.limits.sla_pacing).
 - Outside the batch: a rate grows at most in proportion to the batch the engine runs, so a probe
   whose requests only wait in its queue (the KV cache or `max_num_seqs` full) gained nothing, which
   the engine's count shows in two ticks where the rate needs a turnover and a dwell. The gateway's
@@ -92,7 +91,6 @@ Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Ne
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Literal
@@ -102,6 +100,7 @@ from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_batch import BatchSince
 from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
+from gateway.limits.sla_pacing import ProbePacing
 from gateway.limits.sla_params import SLAParams
 from gateway.limits.sla_settling import Settling
 from gateway.limits.sla_steps import cut, growth, judged_from, probe_up, step_size
@@ -118,8 +117,7 @@ class SLALimit:
         self.params = params if params is not None else SLAParams()
         self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._probe_from: int | None = None  # where a throughput probe being measured started
-        self._next_probe_at = -math.inf
-        self._failures = 0  # probes undone in a row: the wait before the next doubles with each
+        self._pacing = ProbePacing(self.params.probe_every, self.params.max_probe_wait)
         self._step = 0  # the next throughput probe's step after one gained in proportion (slow start)
         # The probe being measured: a throughput "step", a "jump" to K, or a raise "within" target.
         self._kind: Literal["step", "jump", "within"] = "step"
@@ -219,9 +217,9 @@ class SLALimit:
         # delivered before describes the old ones.
         changed = obs.since_change >= self.params.max_probe_wait
         if changed:
-            self._failures = 0
+            self._pacing.held()
         elif self._last_move is Direction.UP:
-            self._probe_failed(obs)
+            self._pacing.failed(obs.now)
         used = min(limit, max(1, obs.peak_inflight))  # the concurrency the P90s were measured at
         lower = None if changed else self.ledger.below(obs.now, used)
         wanted, how = cut(used, r, lower, obs.kv_fits, self.params)
@@ -255,14 +253,14 @@ class SLALimit:
             and best.limit < limit
             and self._gains(best, here)
         ):
-            self._probe_failed(obs)
+            self._pacing.failed(obs.now)
             lower = max(best.limit, limit - step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", compare(best, here))
         if r < self.params.increase_below and evident(obs, self.sla) and self._may_probe(obs):
             step, why = growth(obs, r, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:
-                    self._failures = 0  # the previous step held
+                    self._pacing.held()  # the previous step held
                 if (judged := judged_from(obs, self.params)) is not None and limit >= judged:
                     self._probe_from, self._kind = limit, "within"
                     why = f"{why}, past what the KV cache holds: kept on a measured gain"
@@ -280,8 +278,8 @@ class SLALimit:
             unknown = here is None or here.measured < self.params.probe_dwell  # never measured here
             if best and best.limit != limit and (unknown or (measured and self._gains(best, here))):
                 if not unknown and limit > best.limit:
-                    self._next_probe_at = now + self.params.probe_every
-                elif now >= self._next_probe_at and (up := self._probe_up(obs, best.limit))[1]:
+                    self._pacing.wait_from(now)
+                elif self._pacing.due(now) and (up := self._probe_up(obs, best.limit))[1]:
                     return self._start_probe(obs, best.limit, *up)  # judged against the best as measured
                 return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
             if self._may_probe(obs):
@@ -322,7 +320,8 @@ class SLALimit:
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
             self._step = 2 * (limit - self._probe_from) if strong and self._kind == "step" else 0
-            self._probe_from, self._failures = None, 0
+            self._probe_from = None
+            self._pacing.held()
             return decide(obs, limit, "probe", "" if start is None else compare(here, start))
         return self._undo(obs, held or compare(start, here) if start else "")
 
@@ -330,14 +329,8 @@ class SLALimit:
         """Back to where the probe being measured started."""
         assert self._probe_from is not None
         back, self._probe_from, self._step = self._probe_from, None, 0
-        self._probe_failed(obs)
+        self._pacing.failed(obs.now)
         return decide(obs, back, "no_gain", why)
-
-    def _probe_failed(self, obs: Observation) -> None:
-        """A step up was undone: wait probe_every x 2^(failures - 1), at most half the memory."""
-        self._failures += 1
-        wait = self.params.probe_every * 2.0 ** (self._failures - 1)
-        self._next_probe_at = obs.now + min(wait, self.params.max_probe_wait)
 
     def _measured(self, obs: Observation, here: Entry | None) -> bool:
         """Whether the current limit's rate stands on `probe_dwell` seconds measured since its requests
@@ -351,7 +344,7 @@ class SLALimit:
     def _may_probe(self, obs: Observation) -> bool:
         """Settled, the wait after a failed probe over, and room below the ceiling. A throughput
         probe needs no P90: at a low limit with long answers 20 first tokens take minutes."""
-        return self._settling.settled(obs) and obs.now >= self._next_probe_at and obs.limit < obs.ceiling
+        return self._settling.settled(obs) and self._pacing.due(obs.now) and obs.limit < obs.ceiling
 
     def _gains(self, a: Entry, b: Entry | None) -> bool:
         return b is not None and gains(a, b, self.params.min_gain, self.params.noise_z)
