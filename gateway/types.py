@@ -111,11 +111,16 @@ class EngineStats:
         """Output tokens generated over `seconds` at the pace of the last scrape, if every request
         the backend counts may be one of `inflight` sent through the gateway (None otherwise: then
         others' traffic is in the count)."""
-        if self.generation_rate is None or self.running is None or self.waiting is None:
-            return None
-        if self.running + self.waiting > inflight:
+        if self.generation_rate is None or not self.counts_only(inflight):
             return None
         return self.generation_rate * seconds
+
+    def counts_only(self, inflight: int) -> bool:
+        """Whether every request the backend counts running or waiting may be one of `inflight`
+        (else others' traffic is in its counts)."""
+        return (
+            self.running is not None and self.waiting is not None and self.running + self.waiting <= inflight
+        )
 
     def outside(self, inflight: int) -> float | None:
         """Of `inflight` requests sent to this backend, those it counts neither running nor waiting."""

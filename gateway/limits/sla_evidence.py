@@ -73,9 +73,7 @@ def engine_batch(obs: Observation) -> tuple[float, float] | None:
     if a fresh scrape counted only requests sent through the gateway (running + waiting at most the
     peak in flight); else None, since others' traffic would be in the count."""
     stats, outside = obs.engine_stats, hidden(obs)
-    if stats is None or outside is None or stats.running is None or stats.waiting is None:
-        return None
-    if stats.running + stats.waiting > obs.peak_inflight:
+    if stats is None or outside is None or stats.running is None or not stats.counts_only(obs.peak_inflight):
         return None
     return stats.running, outside
 
