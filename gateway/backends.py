@@ -187,7 +187,7 @@ def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Bac
         max_limit=bc.max_concurrency,
         window_seconds=controller.window_seconds,
         min_samples=controller.min_samples,
-        overdue_after=config.sla.ttft_p90,
+        sla=config.sla,
     )
     return Backend(bc, limiter, config.health, clock, interactive_horizon=config.batch.interactive_horizon)
 

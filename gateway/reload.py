@@ -147,7 +147,7 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
                 algorithm,
                 floor=bc.min_concurrency,
                 max_limit=bc.max_concurrency,
-                overdue_after=new.sla.ttft_p90,
+                sla=new.sla,
             )
         backends.append(backend)
     for backend in current.values():

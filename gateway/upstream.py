@@ -170,8 +170,7 @@ class Upstream:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
         dispatched = self._clock()
         progress = StreamStats() if streaming else None
-        if progress is not None:
-            lease.slot.streaming(dispatched, progress)
+        lease.slot.sent(dispatched, progress)
         relay = _Relay()
         try:
             async with asyncio.timeout(self._timeouts.first_byte) as deadline:

@@ -44,7 +44,7 @@ def paths() -> dict[str, Callable[[], None]]:
 
     def stream() -> None:
         slot = limiter.acquire()
-        slot.streaming(100.0, progress)
+        slot.sent(100.0, progress)
         slot.first_token(100.0, 0.1)
         slot.release(streamed)
 

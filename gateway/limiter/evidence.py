@@ -5,15 +5,23 @@ Three sources, merged at each control tick:
   on every limit change so the algorithm judges only the limit in force;
 - first tokens: a streaming request's TTFT is recorded when its first token arrives, because it is
   known seconds before the request ends;
-- streams in flight, read at the tick:
-    TTFT: a stream older than `overdue_after` (the TTFT target) with no token yet has already missed
-      it; its age counts as a TTFT value, a lower bound, so an engine that stops producing first
-      tokens is seen before any of them arrives;
+- requests in flight, read at the tick:
+    e2e: a request older than `E2E_OVERDUE` x the e2e target has missed it by that factor; its age
+      counts as an e2e value, a lower bound. Answers that come whole say nothing until they end: at
+      a target the engine could not meet, the first cut waited 7-11 s for them at limit 8 on the
+      real engine, and an engine that stops finishing requests is seen before the first times out.
+      Twice the target, not the target: a cut is sized by the ratio it reads, and a lower bound read
+      just past the target would cut a few percent a settle at a time where one cut halves the
+      limit (a stream's overdue TTFT needs no such margin: first tokens keep arriving beside it
+      unless the engine stalls);
+    TTFT: a stream older than the TTFT target with no token yet has already missed it; its age
+      counts as a TTFT value, a lower bound, so an engine that stops producing first tokens is seen
+      before any of them arrives;
     TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far,
       max((last - first) / (events - 1), (now - first) / events) / k,
       the mean gap between its tokens, or the mean had the next event come now, so a stall shows;
       a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
-  Streams sent before the epoch began describe the old limit and do not count.
+  Requests sent before the epoch began describe the old limit and do not count.
 
 k is the output tokens an event carries. vLLM sends one event per token until its front end falls
 behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so
@@ -49,13 +57,15 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import NamedTuple
 
-from gateway.types import SIGNALS, Clock, EngineStats, Sample, Signal, StreamProgress
+from gateway.types import SIGNALS, SLA, Clock, EngineStats, Sample, Signal, StreamProgress
 from gateway.window import SampleWindow, nearest_rank
 
 PARTIAL_MIN_EVENTS = 8
 """Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
 EVENT_MEMORY = 50
 """Finished streams the tokens-per-event estimate mostly rests on."""
+E2E_OVERDUE = 2.0
+"""A request in flight counts as an e2e value once its age is this multiple of the e2e target."""
 STAND_INS: tuple[Signal, ...] = ("ttft", "tpot")
 """Signals the backend's histograms stand in for when no request of this epoch measured them."""
 
@@ -99,15 +109,15 @@ class Evidence:
         window_seconds: float = 30.0,
         window_max_samples: int = 1000,
         min_samples: int = 8,
-        overdue_after: float | None = None,
+        sla: SLA | None = None,
     ) -> None:
         self._clock = clock
         self._min_samples = min_samples
-        self.overdue_after = overdue_after
-        """The TTFT target; a config reload may change it."""
+        self.sla = sla if sla is not None else SLA()
+        """The targets that make a request in flight overdue; a config reload may change them."""
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
-        self._streams: dict[Hashable, tuple[float, StreamProgress]] = {}
-        """Streaming requests in flight: dispatch time and progress."""
+        self._sent: dict[Hashable, tuple[float, StreamProgress | None]] = {}
+        """Requests in flight: dispatch time, and a stream's progress."""
         self._counted: dict[Hashable, float] = {}
         """Tokens credited so far to each stream in flight as delivered (its events x k)."""
         self._delivered = 0.0
@@ -127,8 +137,8 @@ class Evidence:
 
     @property
     def watching(self) -> int:
-        """Streams in flight being watched."""
-        return len(self._streams)
+        """Requests in flight being watched."""
+        return len(self._sent)
 
     def __len__(self) -> int:
         """Finished samples and first tokens in the window."""
@@ -140,8 +150,9 @@ class Evidence:
 
     # -- what requests report -----------------------------------------------------------------
 
-    def watch(self, key: Hashable, dispatched_at: float, progress: StreamProgress) -> None:
-        self._streams[key] = (dispatched_at, progress)
+    def watch(self, key: Hashable, dispatched_at: float, progress: StreamProgress | None) -> None:
+        """Watch a request sent at `dispatched_at` until it finishes; `progress` if it streams."""
+        self._sent[key] = (dispatched_at, progress)
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         self._window.add_first_token(dispatched_at, ttft)
@@ -149,13 +160,14 @@ class Evidence:
     def finish(self, key: Hashable, sample: Sample | None) -> None:
         """Stop watching `key`; count the output tokens it delivered that were not counted yet and
         record `sample` if the request finished well."""
-        watched = self._streams.pop(key, None)
+        watched = self._sent.pop(key, None)
         counted = self._counted.pop(key, 0.0)
         if sample is None:
             return
         remainder = sample.output_tokens - counted
-        if watched is not None and sample.ok:
-            self._event_size.learn(watched[1].events, sample.output_tokens)
+        progress = None if watched is None else watched[1]
+        if progress is not None and sample.ok:
+            self._event_size.learn(progress.events, sample.output_tokens)
         else:
             remainder = max(0.0, remainder)  # not a stream that finished well: keep its credit
         self._delivered += remainder
@@ -166,30 +178,32 @@ class Evidence:
     # -- what the tick reads ------------------------------------------------------------------
 
     def live(self) -> dict[Signal, list[float]]:
-        """Overdue TTFTs and the pace of this epoch's streams in flight (see the module doc)."""
-        if not self._streams:
+        """Overdue e2e and TTFT values and the pace of this epoch's requests in flight (see the module
+        doc)."""
+        if not self._sent:
             return {}
         now = self._clock()
-        start, bound = self._window.epoch_start, self.overdue_after
+        start, ttft_bound = self._window.epoch_start, self.sla.ttft_p90
+        e2e_bound = None if self.sla.e2e_p90 is None else E2E_OVERDUE * self.sla.e2e_p90
         size = self._event_size.value
-        overdue: list[float] = []
-        pace: list[float] = []
-        for dispatched_at, progress in self._streams.values():
+        live: dict[Signal, list[float]] = {}
+        for dispatched_at, progress in self._sent.values():
             if dispatched_at < start:
+                continue
+            age = now - dispatched_at
+            if e2e_bound is not None and age > e2e_bound:
+                live.setdefault("e2e", []).append(age)
+            if progress is None:
                 continue
             first = progress.first_at
             if first is None:
-                if bound is not None and now - dispatched_at > bound:
-                    overdue.append(now - dispatched_at)
+                if ttft_bound is not None and age > ttft_bound:
+                    live.setdefault("ttft", []).append(age)
                 continue
             events, last = progress.events, progress.last_at
             if size is not None and events >= PARTIAL_MIN_EVENTS and last is not None:
-                pace.append(max((last - first) / (events - 1), (now - first) / events) / size)
-        live: dict[Signal, list[float]] = {}
-        if overdue:
-            live["ttft"] = overdue
-        if pace:
-            live["tpot"] = pace
+                pace = max((last - first) / (events - 1), (now - first) / events) / size
+                live.setdefault("tpot", []).append(pace)
         return live
 
     def percentiles(
@@ -215,7 +229,7 @@ class Evidence:
                 p50[signal] = _rank(values, 0.5)
                 counts[signal] = len(values)
                 measured[signal] = values
-        if backend is not None and backend.at >= self._window.epoch_start and not self._streams:
+        if backend is not None and backend.at >= self._window.epoch_start and not self._streaming():
             for signal in STAND_INS:
                 value = backend.p90(signal)
                 if signal not in p90 and value is not None:
@@ -232,11 +246,17 @@ class Evidence:
         events streams in flight showed since then, k tokens each."""
         total, self._delivered = self._delivered, 0.0
         size = self._event_size.value or 1.0
-        for key, (_, progress) in self._streams.items():
+        for key, (_, progress) in self._sent.items():
+            if progress is None:
+                continue
             credit = progress.events * size
             total += credit - self._counted.get(key, 0.0)
             self._counted[key] = credit
         return total
+
+    def _streaming(self) -> bool:
+        """Whether a stream is in flight."""
+        return any(progress is not None for _, progress in self._sent.values())
 
     def take_lumped(self) -> tuple[float, int]:
         """Output tokens counted only as their request finished, and how many requests finished,

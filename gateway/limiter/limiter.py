@@ -44,6 +44,7 @@ from gateway.limiter.evidence import Evidence
 from gateway.limiter.slots import InFlight, Slot
 from gateway.limits.base import LimitAlgorithm, binds, clamp
 from gateway.types import (
+    SLA,
     Clock,
     Decision,
     Direction,
@@ -72,7 +73,7 @@ class Limiter:
         min_samples: int = 8,
         on_capacity: Callable[[], None] | None = None,
         control_samples: int | None = 32,
-        overdue_after: float | None = None,
+        sla: SLA | None = None,
     ) -> None:
         if floor < 1:
             raise ValueError(f"floor must be >= 1, got {floor}")
@@ -91,7 +92,7 @@ class Limiter:
             window_seconds=window_seconds,
             window_max_samples=window_max_samples,
             min_samples=min_samples,
-            overdue_after=overdue_after,
+            sla=sla,
         )
         self._kv = KVCeiling()
         self._preemptions = CounterDelta()
@@ -115,14 +116,12 @@ class Limiter:
         for this limiter once it exists (the limiter is built first, as part of its backend)."""
         self._inflight.notify(on_capacity)
 
-    def reconfigure(
-        self, algorithm: LimitAlgorithm, *, floor: int, max_limit: int, overdue_after: float | None
-    ) -> None:
+    def reconfigure(self, algorithm: LimitAlgorithm, *, floor: int, max_limit: int, sla: SLA) -> None:
         """A reloaded config: new bounds and algorithm, keeping the limit learned so far (clamped)."""
         if not 1 <= floor <= max_limit:
             raise ValueError(f"need 1 <= floor ({floor}) <= max_limit ({max_limit})")
         self.algorithm = algorithm
-        self._evidence.overdue_after = overdue_after
+        self._evidence.sla = sla
         self._floor = floor
         self._max_limit = max_limit
         self._limit = clamp(self._limit, floor, max_limit)
@@ -164,7 +163,7 @@ class Limiter:
 
     # -- what slots report (slots.SlotEvents) -------------------------------------------------
 
-    def stream_started(self, slot: Slot, dispatched_at: float, progress: StreamProgress) -> None:
+    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
         self._evidence.watch(slot, dispatched_at, progress)
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:

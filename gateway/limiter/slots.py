@@ -13,9 +13,9 @@ Rules:
   waiting requests is woken exactly when one of them can be admitted and not otherwise.
 - `peak` is the highest count since the last `reset_peak`: whether the limit was binding between
   two control ticks, which the count at the tick alone cannot tell.
-- A slot reports what it learns (a stream's progress, its first token, how the request ended) to a
-  `SlotEvents` receiver; after release it reports nothing more, so a late event from a finished
-  stream cannot count.
+- A slot reports what it learns (when the request was sent, a stream's progress, its first token,
+  how the request ended) to a `SlotEvents` receiver; after release it reports nothing more, so a
+  late event from a finished stream cannot count.
 
 Hot path: `acquire` and `Slot.release` do constant work and allocate one `Slot` per request.
 """
@@ -32,8 +32,9 @@ from gateway.types import Sample, StreamProgress
 class SlotEvents(Protocol):
     """Where a slot reports what its request showed while it held the slot."""
 
-    def stream_started(self, slot: Slot, dispatched_at: float, progress: StreamProgress) -> None:
-        """A streaming request was sent; `progress` can be read until the slot is released."""
+    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+        """The request was sent; a stream's `progress` can be read until the slot is released (None
+        for an answer that comes whole)."""
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived after `ttft` seconds."""
@@ -110,14 +111,16 @@ class Slot:
         self._released = False
         self._ttft_reported = False
 
-    def streaming(self, dispatched_at: float, progress: StreamProgress) -> None:
-        """A streaming request was sent: its progress is watched until the slot is released.
+    def sent(self, dispatched_at: float, progress: StreamProgress | None = None) -> None:
+        """The request was sent: its age, and a stream's `progress`, are watched until the slot is
+        released.
 
-        Until the first token, the request's age bounds its TTFT from below; after a few tokens, the
-        pace so far estimates its TPOT. Both count at the control tick, before the request ends.
+        The request's age bounds its e2e from below, and a stream's its TTFT until the first token;
+        after a few tokens, a stream's pace so far estimates its TPOT. All count at the control tick,
+        before the request ends.
         """
         if not self._released:
-            self._events.stream_started(self, dispatched_at, progress)
+            self._events.sent(self, dispatched_at, progress)
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived: its TTFT counts now, not when the request ends."""

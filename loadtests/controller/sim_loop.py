@@ -129,9 +129,7 @@ class Loop:
         self.limiter = (
             None
             if algorithm is None
-            else Limiter(
-                algorithm, clock=lambda: self.now, min_samples=min_samples, overdue_after=sla.ttft_p90
-            )
+            else Limiter(algorithm, clock=lambda: self.now, min_samples=min_samples, sla=sla)
         )
         self.scenario = scenario
         self.clients = workload.clients if clients is None else clients
@@ -173,8 +171,7 @@ class Loop:
             req = self.queue.popleft()
             req.slot = lim.acquire()
             req.sent_at = self.now
-            if self.workload.stream:
-                req.slot.streaming(self.now, req.progress)
+            req.slot.sent(self.now, req.progress if self.workload.stream else None)
             self.to_server(req)
         while self.pending and self.pending[0][0] <= self.now:
             _, _, req = heapq.heappop(self.pending)

@@ -347,11 +347,11 @@ def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
 
 
 def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
-    lim, clock, _ = limiter(overdue_after=1.0, min_samples=2)
+    lim, clock, _ = limiter(sla=SLA(ttft_p90=1.0), min_samples=2)
     busy(lim)
     slots = [lim.acquire() for _ in range(4)]
     for slot in slots:
-        slot.streaming(clock.now, Progress())
+        slot.sent(clock.now, Progress())
     clock.now += 0.5
     assert "ttft" not in lim.p90()  # not late yet: nothing is known
     clock.now += 2.5
@@ -359,6 +359,24 @@ def test_requests_overdue_for_their_first_token_count_before_any_token_arrives()
     decision = lim.tick(queued=5)
     assert decision.direction is Direction.DOWN and decision.reason == "p90_over_target"
     slots[0].first_token(clock.now - 3.0, 3.0)
+    for slot in slots:
+        slot.release(None)
+    assert lim.inflight == 0
+
+
+def test_whole_answers_far_past_the_e2e_target_cut_the_limit_before_they_end() -> None:
+    """Non-streaming requests that ran twice the e2e target have missed it: the sla controller cuts
+    on them rather than wait for the answers."""
+    clock = FakeClock(100.0)
+    sla = SLA(e2e_p90=1.0)
+    lim = Limiter(create("sla", {}, sla), clock=clock, min_samples=20, sla=sla)
+    busy(lim)
+    slots = fill(lim)
+    for slot in slots:
+        slot.sent(clock.now)
+    clock.now += 2.5
+    decision = lim.tick(queued=5)
+    assert decision.reason == "p90_over_target" and decision.limit == lim.limit < len(slots)
     for slot in slots:
         slot.release(None)
     assert lim.inflight == 0
@@ -390,7 +408,7 @@ def stream(slot: Slot, dispatched: float, gap: float, events: int) -> Progress:
     """A stream whose first token came 0.1 s after dispatch, then one event every `gap` seconds."""
     first = dispatched + 0.1
     progress = Progress(first, first + gap * (events - 1), events)
-    slot.streaming(dispatched, progress)
+    slot.sent(dispatched, progress)
     return progress
 
 
@@ -443,7 +461,7 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     lim = Limiter(algo, clock=clock)
     streaming, whole = lim.acquire(), lim.acquire()
     progress = Progress(first_at=100.1, last_at=100.5, events=40)
-    streaming.streaming(100.0, progress)
+    streaming.sent(100.0, progress)
     clock.now = 101.0
     lim.tick(queued=0)
     progress.events = 70
@@ -483,7 +501,7 @@ def test_state_shows_the_tokens_a_stream_event_carries() -> None:
     lim, clock, _ = limiter()
     assert lim.state()["tokens_per_event"] is None  # no stream has finished
     slot = lim.acquire()
-    slot.streaming(clock.now, Progress(first_at=clock.now, last_at=clock.now + 1.0, events=40))
+    slot.sent(clock.now, Progress(first_at=clock.now, last_at=clock.now + 1.0, events=40))
     slot.release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.0, tpot=0.01, output_tokens=100))
     assert lim.state()["tokens_per_event"] == 2.5  # 100 tokens from `usage` in 40 events
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 from limiter_helpers import Progress
 
-from gateway.limiter.evidence import EVENT_MEMORY, PARTIAL_MIN_EVENTS, Evidence, TokensPerEvent
-from gateway.types import EngineStats, Sample
+from gateway.limiter.evidence import E2E_OVERDUE, EVENT_MEMORY, PARTIAL_MIN_EVENTS, Evidence, TokensPerEvent
+from gateway.types import SLA, EngineStats, Sample
 from tests.clock import FakeClock
 
 
@@ -65,7 +65,7 @@ def test_control_reads_the_newest_values_and_the_window_all() -> None:
 
 
 def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
-    ev, clock = evidence(overdue_after=1.0)
+    ev, clock = evidence(sla=SLA(ttft_p90=1.0))
     for key in range(4):
         ev.watch(key, clock.now, Progress())
     clock.now += 0.5
@@ -152,15 +152,33 @@ def test_tokens_per_event_follow_the_newest_streams() -> None:
     assert 1.05 < size.value < 1.15  # mostly the newest streams'
 
 
-def test_streams_sent_before_the_epoch_do_not_count() -> None:
-    ev, clock = evidence(overdue_after=1.0)
+def test_requests_sent_before_the_epoch_do_not_count() -> None:
+    ev, clock = evidence(sla=SLA(ttft_p90=1.0, e2e_p90=1.0))
     one_token_an_event(ev, clock)
     stream(ev, 1, clock.now, 0.06, 20)
     ev.watch(2, clock.now, Progress())
+    ev.watch(3, clock.now, None)
     clock.now += 3.0
-    assert set(ev.live()) == {"ttft", "tpot"}
+    assert set(ev.live()) == {"ttft", "tpot", "e2e"}
     ev.start_epoch(clock.now)
     assert ev.live() == {}
+
+
+def test_requests_in_flight_twice_past_the_e2e_target_count_as_misses_before_they_end() -> None:
+    """Whole answers say nothing until they end; one in flight past twice the target has missed it."""
+    ev, clock = evidence(sla=SLA(e2e_p90=1.0))
+    ev.finish(0, Sample(dispatched_at=clock.now, e2e=0.5))
+    for key in range(1, 4):
+        ev.watch(key, clock.now, None)  # non-streaming
+    ev.watch(4, clock.now, Progress())  # a stream counts as well
+    clock.now += E2E_OVERDUE * 1.0  # late, but not yet by twice the target
+    assert ev.live() == {}
+    clock.now += 0.5
+    assert ev.live() == {"e2e": [2.5] * 4}  # each has run 2.5 s: e2e is at least that
+    got = ev.percentiles(ev.live())
+    assert got.p90["e2e"] == 2.5 and got.counts["e2e"] == 5 and got.values["e2e"] == [0.5] + [2.5] * 4
+    ev.finish(1, Sample(dispatched_at=clock.now - 2.5, e2e=2.5))
+    assert ev.live() == {"e2e": [2.5] * 3}  # a finished request counts once, as a sample
 
 
 def test_the_backend_histogram_fills_ttft_and_tpot_of_non_streaming_traffic() -> None:

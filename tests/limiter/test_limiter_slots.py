@@ -13,8 +13,8 @@ class Events:
     def __init__(self) -> None:
         self.log: list[tuple[object, ...]] = []
 
-    def stream_started(self, slot: Slot, dispatched_at: float, progress: StreamProgress) -> None:
-        self.log.append(("stream", slot, dispatched_at))
+    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+        self.log.append(("sent", slot, dispatched_at, progress is not None))
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         self.log.append(("first", dispatched_at, ttft))
@@ -83,14 +83,14 @@ def test_peak_is_the_highest_count_since_the_reset() -> None:
 def test_a_slot_reports_its_stream_first_token_and_end_then_nothing() -> None:
     slots, events, _ = inflight()
     slot = slots.acquire()
-    slot.streaming(100.0, Progress())
+    slot.sent(100.0, Progress())
     slot.first_token(100.0, 0.3)
     slot.first_token(100.0, 0.4)  # only the first one counts
     slot.release(Sample(dispatched_at=100.0, e2e=2.0, ttft=0.3, output_tokens=50))
-    slot.streaming(100.0, Progress())
+    slot.sent(100.0, Progress())
     slot.first_token(100.0, 0.5)
     assert events.log == [
-        ("stream", slot, 100.0),
+        ("sent", slot, 100.0, True),
         ("first", 100.0, 0.3),
         # The TTFT was reported at the first token: the finished sample does not repeat it.
         ("finished", slot, Sample(dispatched_at=100.0, e2e=2.0, ttft=None, output_tokens=50)),
