@@ -32,7 +32,8 @@ def test_one_cell_runs_end_to_end(vllm_engine: Engine, tmp_path: Path) -> None:
     )
     assert p90s["loaded"]["e2e"] == runs[0].p90["e2e"]
     assert targets["loose"]["e2e"] > targets["tight"]["e2e"] > targets["infeasible"]["e2e"] > 0
-    assert [r.kind for r in runs] == ["direct", "fixed", "fixed", "adaptive"]
+    # Fixed limits at a quarter of the KV knee, the knee and twice it.
+    assert [r.kind for r in runs] == ["direct", "fixed", "fixed", "fixed", "adaptive"]
     assert all(r.throughput > 0 and r.failures == 0 for r in runs)
     assert all(r.client_cpu < 0.5 for r in runs)
     assert all(r.limit_mean is not None for r in runs if r.kind != "direct")

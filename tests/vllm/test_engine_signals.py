@@ -48,6 +48,10 @@ async def generate(client: httpx.AsyncClient, base_url: str, model: str, seed: i
     return int(response.json()["usage"]["completion_tokens"])
 
 
+def engine_running(base_url: str) -> dict[str, object]:
+    return {"running": sum(v for _, v in engine_metrics(base_url)["vllm:num_requests_running"])}
+
+
 async def test_gateway_tracks_engine_load_up_and_down(gateway: Gateway) -> None:
     engine = gateway.engine
     async with httpx.AsyncClient(timeout=300) as client:
@@ -60,9 +64,12 @@ async def test_gateway_tracks_engine_load_up_and_down(gateway: Gateway) -> None:
             lambda: backend_state(client, gateway),
             lambda s: float(s["kv_usage"] or 0) > 0 and float(s["running"] or 0) > 0,  # type: ignore[arg-type]
         )
-        own = engine_metrics(engine.base_url)
-        assert sum(v for _, v in own["vllm:num_requests_running"]) > 0
         assert 0 < float(busy["kv_usage"]) <= 1  # type: ignore[arg-type]
+        # The engine's own gauge says the same (read afresh: the two views are a scrape apart).
+        await poll_until(
+            lambda: asyncio.to_thread(engine_running, engine.base_url),
+            lambda own: float(own["running"]) > 0,  # type: ignore[arg-type]
+        )
 
         assert await asyncio.gather(*load) == [300] * 8
         quiet = await poll_until(
@@ -83,7 +90,8 @@ async def test_kv_ceiling_comes_from_cache_config_info(gateway: Gateway) -> None
     ceiling = int(state["kv_ceiling"])  # type: ignore[call-overload]
     # The engine's capacity (num_gpu_blocks x block_size) divided by the per-request footprint.
     assert ceiling * footprint <= engine.kv_tokens < (ceiling + 1) * footprint
-    assert int(state["ceiling"]) <= max(ceiling, int(state["floor"]))  # type: ignore[call-overload]
+    # The default controller is not bounded by it: it goes past it where throughput still rises.
+    assert int(state["ceiling"]) > ceiling  # type: ignore[call-overload]
 
 
 async def test_gateway_sees_the_engine_queue_and_preemptions(gateway: Gateway) -> None:
@@ -98,11 +106,12 @@ async def test_gateway_sees_the_engine_queue_and_preemptions(gateway: Gateway) -
         load = [
             asyncio.create_task(generate(client, engine.base_url, engine.model, 100 + i)) for i in range(40)
         ]
-        queued = await poll_until(
+        # Overflowed: requests wait in the engine's queue while its KV cache is mostly in use (the
+        # queue also holds requests waiting for their prefill, before the cache fills).
+        await poll_until(
             lambda: backend_state(client, gateway),
-            lambda s: float(s["waiting"] or 0) >= 1,  # type: ignore[arg-type]
+            lambda s: float(s["waiting"] or 0) >= 1 and float(s["kv_usage"] or 0) > 0.5,  # type: ignore[arg-type]
         )
-        assert float(queued["kv_usage"]) > 0.5  # type: ignore[arg-type]
         await asyncio.gather(*load)
         after = await poll_until(
             lambda: backend_state(client, gateway),
