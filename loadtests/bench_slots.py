@@ -3,8 +3,8 @@
 Three paths, each timed with `timeit` over `--number` pairs, `--repeat` times, interleaved (A B C A
 B C ...) so drift on a shared machine lands on all of them; printed: median and spread (min-max).
 - bare: acquire, release without a sample (a failed or cancelled request);
-- sample: acquire, release with a finished non-streaming sample (window + KV estimate);
-- stream: acquire, stream started, first token, release with a streaming sample.
+- sample: acquire, sent, release with a finished non-streaming sample (window + KV estimate);
+- stream: acquire, sent with the stream's progress, first token, release with a streaming sample.
 
     python -m loadtests.bench_slots [--number 100000] [--repeat 7]
 """
@@ -40,7 +40,9 @@ def paths() -> dict[str, Callable[[], None]]:
         limiter.acquire().release(None)
 
     def sample() -> None:
-        limiter.acquire().release(finished)
+        slot = limiter.acquire()
+        slot.sent(100.0)
+        slot.release(finished)
 
     def stream() -> None:
         slot = limiter.acquire()
