@@ -36,8 +36,9 @@ from gateway.types import Signal
 
 
 @dataclass(slots=True)
-class DecayedMean:
-    """A gauge's time-weighted mean over the seconds it was read, decayed with the entry."""
+class TimeWeightedMean:
+    """A gauge's mean over the seconds it was read; each `add` first keeps w of what is behind it
+    (an entry's decay, or 1 to keep it all)."""
 
     total: float = 0.0
     seconds: float = 0.0
@@ -64,9 +65,9 @@ class Entry:
     """Seconds of measurement behind the entry, not decayed: whether it stands on enough."""
     finished: float = 0.0
     lumped: float = 0.0
-    outside: DecayedMean = field(default_factory=DecayedMean)
+    outside: TimeWeightedMean = field(default_factory=TimeWeightedMean)
     """Requests in flight that the engine counted neither running nor waiting."""
-    batch: DecayedMean = field(default_factory=DecayedMean)
+    batch: TimeWeightedMean = field(default_factory=TimeWeightedMean)
     """Requests the engine ran."""
     ratio: float | None = None
     """Worst P90 / target measured at this limit (None before any P90)."""

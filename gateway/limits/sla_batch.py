@@ -27,7 +27,7 @@ observation began an epoch.
 
 from __future__ import annotations
 
-from gateway.limits.ledger import Entry
+from gateway.limits.ledger import Entry, TimeWeightedMean
 from gateway.limits.sla_evidence import engine_batch
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
@@ -35,33 +35,37 @@ from gateway.types import Observation
 
 class BatchSince:
     def __init__(self) -> None:
-        self._running = 0.0  # sum of running x seconds
-        self._outside = 0.0  # sum of outside x seconds
-        self.seconds = 0.0
-        """Seconds of readings behind the means."""
+        self._batch = TimeWeightedMean()  # B
+        self._outside = TimeWeightedMean()  # O
         self.running: float | None = None
         """The requests the engine ran as of this tick's reading, if it could be read."""
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of readings behind the means."""
+        return self._batch.seconds
 
     def observe(self, obs: Observation, in_force_for: float, new_epoch: bool) -> None:
         """Take this tick's observation, the seconds its limit has been in force and whether it
         began an epoch (gateway.limits.in_force); call once per tick."""
         if new_epoch:
-            self._running, self._outside, self.seconds = 0.0, 0.0, 0.0
+            self._batch, self._outside = TimeWeightedMean(), TimeWeightedMean()
         counted = engine_batch(obs)
         self.running = None if counted is None else counted[0]
         if counted is None or in_force_for <= obs.interval or obs.interval <= 0:
             return
         running, outside = counted
-        self._running += running * obs.interval
-        self._outside += outside * obs.interval
-        self.seconds += obs.interval
+        self._batch.add(1.0, running, obs.interval)
+        self._outside.add(1.0, outside, obs.interval)
 
     def no_gain(self, limit: int, start: Entry, p: SLAParams) -> str | None:
         """Why a raise from `start` to `limit` cannot have gained, or None if it may have (or it is
         too early to tell)."""
-        if self.seconds < p.settle or self.seconds <= 0 or start.running is None or start.hidden is None:
+        running, outside = self._batch.mean, self._outside.mean
+        if self.seconds < p.settle or running is None or outside is None:
             return None
-        running, outside = self._running / self.seconds, self._outside / self.seconds
+        if start.running is None or start.hidden is None:
+            return None
         if outside > start.hidden + max(1.0, p.hidden_share * (limit - start.limit)):
             return None
         if running > (1.0 + p.min_gain) * start.running:
