@@ -160,6 +160,9 @@ class Observation:
     """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
     values: dict[Signal, list[float]] = field(default_factory=dict)
     """The values behind each P90, sorted (none for a P90 read from the backend's histogram)."""
+    e2e_cohort: list[float] = field(default_factory=list)
+    """The e2e of every request sent since the epoch began, in the order they were sent, infinite for
+    those still in flight: unlike the values finished so far, it leaves out none of the slow ones."""
     delivered_tokens: float = 0.0
     """Output tokens this backend produced for the gateway's requests since the previous tick: its
     own count where the last scrape is fresh and counts no more requests than the gateway has in
@@ -179,6 +182,9 @@ class Observation:
     kv_fits: int | None = None
     """Requests of the current mix the backend's KV cache holds at once (gateway.limiter.ceiling's
     KV ceiling, whether or not the algorithm is bounded by it); None before the engine said."""
+    kv_fits_whole: int | None = None
+    """Requests the KV cache holds with every one at its full prompt + output, from the answers
+    finished so far (gateway.limiter.ceiling's whole-request ceiling); None before any."""
 
 
 class Direction(StrEnum):

@@ -111,6 +111,11 @@ class SampleWindow:
             pick = _e2e
         return _sorted_newest(self._entries, pick, newest)
 
+    def e2e_by_dispatch(self) -> list[tuple[float, float]]:
+        """(dispatched_at, e2e) of the samples with an e2e, in no particular order."""
+        self._expire(self._clock())
+        return [(e.dispatched_at, e.e2e) for e in self._entries if e.e2e is not None]
+
     def per_token_values(self, newest: int | None = None) -> list[float]:
         """Sorted e2e seconds per output token, over samples that produced output."""
         self._expire(self._clock())

@@ -71,6 +71,13 @@ def test_per_token_values() -> None:
     assert w.per_token_values() == [0.03]
 
 
+def test_e2e_with_the_time_each_sample_was_sent() -> None:
+    w = SampleWindow(FakeClock())
+    for at, e2e in [(2.0, 5.0), (0.0, 1.0), (1.0, 3.0)]:
+        w.add(sample(e2e, at=at))
+    assert sorted(w.e2e_by_dispatch()) == [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]
+
+
 def test_validation() -> None:
     with pytest.raises(ValueError, match="max_age"):
         SampleWindow(FakeClock(), max_age=0)

@@ -54,6 +54,7 @@ which the rate comparisons read as count noise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from typing import NamedTuple
 
@@ -236,6 +237,14 @@ class Evidence:
                     p90[signal] = value
                     counts[signal] = self._min_samples
         return Percentiles(p90, p50, counts, measured)
+
+    def cohort(self) -> list[float]:
+        """The e2e of every request sent since the epoch began, in the order they were sent, infinite
+        for those still in flight (requests that failed are not in it)."""
+        start = self._window.epoch_start
+        sent = self._window.e2e_by_dispatch()
+        sent += [(at, math.inf) for at, _ in self._sent.values() if at >= start]
+        return [e2e for _, e2e in sorted(sent)]
 
     def per_token_values(self, newest: int | None = None) -> list[float]:
         """Sorted e2e seconds per output token of the newest finished requests with output."""

@@ -257,12 +257,15 @@ class Limiter:
             p90_e2e_per_token=nearest_rank(evidence.per_token_values(self._control_samples), 0.9),
             counts=counts,
             values=values,
+            # Read only while e2e is short of values, when the epoch's requests are few.
+            e2e_cohort=evidence.cohort() if counts.get("e2e", 0) < self._min_samples else [],
             delivered_tokens=float(received) if generated is None else generated,
             lumped_tokens=float(lumped) if generated is None else 0.0,
             finished=finished,
             outside_engine=None if self._engine_stats is None else self._engine_stats.outside(inflight),
             interval=interval,
             kv_fits=self._kv.kv_ceiling(),
+            kv_fits_whole=self._kv.whole_request_ceiling(),
         )
         self._last_tick_at = now
         decision = self.algorithm.update(obs)

@@ -24,7 +24,8 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
     r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
     r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
     otherwise                                        hold                   steady
-Growth stops at J = `judged_past_kv` x K; a raise from J on is judged as a throughput probe is.
+Growth reads r on evidence (gateway.limits.sla_evidence.growth_evidence) and stops at J =
+`judged_past_kv` x K; a raise from J on is judged as a throughput probe is.
 Throughput climb (SLA infeasible): probe L <- L + max(s, q L), or straight to K when K is above that
 and no limit as high was measured lately; after `probe_dwell` seconds measured since its requests
 turned over keep it if the rate rose by (1 + g) beyond the noise (a step that gained half in proportion
@@ -81,11 +82,9 @@ Why each rule:
   rise, raising further only lengthens that queue: growth stops and a throughput probe is undone at
   once; a front end that holds requests on their way in (the gap grows, and so does the rate) or
   stalled and recovered (the gap is back now) does not.
-- Evidence: a cut needs the values behind the P90 to show it over target, so many of them over that
-  a P90 at the target would give as many with probability under `evidence_alpha`
-  (`quantile_exceeds`: 3 of 3, 7 of 20, 10 of 40). A point P90 of 20 values reads over a target
-  that the true P90 sits on about a third of the time, and it is read every tick: cutting on it
-  cut limits that met the SLA on sampling noise. Over target without that evidence, the limit holds.
+- Evidence (gateway.limits.sla_evidence says why): a cut needs the values behind the P90 to show it
+  over target, else the limit holds; growth needs every P90 on `min_samples` values, or whole
+  answers' e2e on a complete cohort well under target.
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 
@@ -98,7 +97,16 @@ from typing import Literal
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
 from gateway.limits.ledger import Entry, Ledger
 from gateway.limits.sla_batch import BatchSince
-from gateway.limits.sla_evidence import compare, evident, gains, held_outside, hidden, over_target, probe_kept
+from gateway.limits.sla_evidence import (
+    compare,
+    evident,
+    gains,
+    growth_evidence,
+    held_outside,
+    hidden,
+    over_target,
+    probe_kept,
+)
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_pacing import ProbePacing
 from gateway.limits.sla_params import SLAParams
@@ -256,16 +264,17 @@ class SLALimit:
             self._pacing.failed(obs.now)
             lower = max(best.limit, limit - step_size(limit, self.params.probe_gain))
             return decide(obs, lower, "throughput_falls", compare(best, here))
-        if r < self.params.increase_below and evident(obs, self.sla) and self._may_probe(obs):
-            step, why = growth(obs, r, self.ledger.fresh(obs.now), self._knee, self.params)
+        on = growth_evidence(obs, self.sla, r, self.params.increase_below)
+        if on is not None and self._may_probe(obs):
+            step, why = growth(obs, on, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._pacing.held()  # the previous step held
                 if (judged := judged_from(obs, self.params)) is not None and limit >= judged:
                     self._probe_from, self._kind = limit, "within"
                     why = f"{why}, past what the KV cache holds: kept on a measured gain"
-                return decide(obs, limit + step, "probe", f"worst P90/target {r:.2f}: +{step} {why}")
-            return decide(obs, limit, "steady", f"worst P90/target {r:.2f}; {why}")
+                return decide(obs, limit + step, "probe", f"worst P90/target {on.ratio:.2f}: +{step} {why}")
+            return decide(obs, limit, "steady", f"worst P90/target {on.ratio:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
 
     def _climb_rate(self, obs: Observation) -> Decision:

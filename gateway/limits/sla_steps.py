@@ -12,6 +12,7 @@ the observation.
     room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
     J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
+    K in growth is the one its evidence gives (sla_evidence.growth_evidence: fewer before min_samples)
 
 Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
 latency taken as proportional to the limit, never more than m at once; it starts from the peak in
@@ -45,7 +46,7 @@ from __future__ import annotations
 import math
 
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import held_outside, hidden
+from gateway.limits.sla_evidence import Growth, held_outside, hidden
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
 
@@ -84,10 +85,11 @@ def cut(limit: int, r: float, lower: Entry | None, fits: int | None, p: SLAParam
 
 
 def growth(
-    obs: Observation, r: float, fresh: list[Entry], seen_knee: tuple[int, float] | None, p: SLAParams
+    obs: Observation, on: Growth, fresh: list[Entry], seen_knee: tuple[int, float] | None, p: SLAParams
 ) -> tuple[int, str]:
-    """How far to grow within target, and why: 0 while raises only land outside the engine."""
-    limit = obs.limit
+    """How far to grow within target on the evidence `on`, and why: 0 while raises only land outside
+    the engine."""
+    limit, r = obs.limit, on.ratio
     band = min(
         (e for e in fresh if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below),
         key=lambda e: e.limit,
@@ -99,7 +101,7 @@ def growth(
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
     room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
     if knee is None and not near:
-        reach = max(math.ceil(math.sqrt(limit)), (obs.kv_fits or 0) - limit)
+        reach = max(math.ceil(math.sqrt(limit)), (on.fits or 0) - limit)
         step = max(step_size(limit, p.probe_gain), min(room, reach))
         why = "toward the band"
     else:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 from limiter_helpers import Progress
 
@@ -255,3 +257,20 @@ def test_stream_events_are_credited_at_the_tokens_they_carry_and_usage_corrects_
     assert ev.take_delivered() == pytest.approx(10 * k)
     ev.finish("fewer", Sample(dispatched_at=clock.now, e2e=1.0, output_tokens=10))
     assert ev.take_delivered() == pytest.approx(10 - 10 * k)  # one token an event after all
+
+
+def test_the_cohort_is_every_request_of_the_epoch_in_the_order_sent() -> None:
+    """Short answers that overtook a long one come after it, and the long one reads as infinite
+    while it runs: the slow answers are not missing."""
+    ev, clock = evidence()
+    start = clock.now
+    ev.watch("long", start + 1.0, None)
+    for key, (sent, e2e) in enumerate([(start, 2.0), (start + 0.5, 3.0), (start + 2.0, 0.5)]):
+        ev.watch(key, sent, None)
+        ev.finish(key, Sample(dispatched_at=sent, e2e=e2e))
+    clock.now = start + 4.0
+    assert ev.cohort() == [2.0, 3.0, math.inf, 0.5]
+    ev.finish("long", Sample(dispatched_at=start + 1.0, e2e=4.0))
+    assert ev.cohort() == [2.0, 3.0, 4.0, 0.5]
+    ev.start_epoch(clock.now)
+    assert ev.cohort() == []

@@ -232,6 +232,26 @@ def test_growth_waits_for_evidence_at_the_current_limit(obs: ObsFactory) -> None
     assert algo().update(early).direction == Direction.HOLD
 
 
+def test_whole_answers_far_under_target_grow_on_a_complete_cohort(obs: ObsFactory) -> None:
+    """At 8, 8 of 20 answers are in, every one sent before the oldest still running: their P90 at
+    0.2 of the target grows the limit to what the KV cache holds with every request at its full
+    size (16), not to what the young requests running suggest (20); the same values without the
+    cohort wait for 20."""
+    a = create("sla", {}, SLA(e2e_p90=10.0))
+    few = obs(
+        limit=8,
+        p90={"e2e": 2.0},
+        counts={"e2e": 8},
+        min_samples=20,
+        since_change=10.0,
+        kv_fits=20,
+        kv_fits_whole=16,
+    )
+    assert a.update(few).direction == Direction.HOLD
+    d = a.update(replace(few, now=101.0, since_change=11.0, e2e_cohort=[1.0] * 7 + [2.0]))
+    assert (d.reason, d.limit) == ("probe", 16) and "0.20" in d.detail
+
+
 def test_a_lower_limit_that_delivered_clearly_more_pulls_the_limit_down(obs: ObsFactory) -> None:
     a = algo()
     for t in range(5):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
+from limits_helpers import ObsFactory
 
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import probe_kept
+from gateway.limits.sla_evidence import COHORT_LEAST, Growth, cohort_p90, growth_evidence, probe_kept
 from gateway.limits.sla_params import SLAParams
+from gateway.types import SLA
 
 P = SLAParams()  # min_gain 0.03, noise_z 2
 
@@ -45,3 +50,52 @@ def test_whole_answers_wait_for_the_noise(
     rate: float, more_time: bool, on_point: bool, kept: bool | None
 ) -> None:
     assert probe_kept(answers(24, rate, 400.0), answers(18, 1000.0, 400.0), P, more_time, on_point) is kept
+
+
+E2E_10S = SLA(e2e_p90=10.0)
+
+
+def test_growth_stands_on_min_samples_values(obs: ObsFactory) -> None:
+    o = obs(p90={"e2e": 5.0}, counts={"e2e": 20}, min_samples=20, kv_fits=20, kv_fits_whole=16)
+    assert growth_evidence(o, E2E_10S, 0.5, 0.9) == Growth(0.5, 20)
+    assert growth_evidence(o, E2E_10S, 0.95, 0.9) is None  # in the band: no growth at all
+
+
+INF = math.inf
+
+
+@pytest.mark.parametrize(
+    ("cohort", "p90"),
+    [
+        ([1.0] * 7 + [2.5], 2.5),  # 8 finished: the largest
+        ([1.0] * 7 + [INF], None),  # 8 with one in flight: unknown
+        ([1.0] * 6 + [INF, 2.0, 3.0, 1.0], 3.0),  # 10 with one in flight: the 9th smallest
+        ([1.0] * 7 + [INF, INF, 3.0, 2.0], None),  # 11 may not have two in flight, nor may 8-10
+        ([1.0] * 6 + [INF] * 2 + [1.5] * 12, 1.5),  # 20 may have two
+        ([1.0] * 7 + [2.5] + [INF] * 4, 2.5),  # the requests sent last, still in flight, left out
+    ],
+)
+def test_the_cohort_p90_reads_the_requests_in_flight_as_the_slowest(
+    cohort: list[float], p90: float | None
+) -> None:
+    assert cohort_p90(cohort, COHORT_LEAST) == p90
+
+
+def test_whole_answers_far_under_target_stand_on_a_cohort(obs: ObsFactory) -> None:
+    """The P90 of the first requests sent at 0.25 of the target lets growth act on it before 20
+    answers have come, as far as the KV cache holds requests at their full size."""
+    cohort = [1.0] * (COHORT_LEAST - 1) + [2.5]
+    o = obs(p90={"e2e": 2.0}, counts={"e2e": 12}, min_samples=20, e2e_cohort=cohort, kv_fits=20)
+    assert growth_evidence(o, E2E_10S, 0.2, 0.9) == Growth(0.25, 20)  # the cohort's ratio, the larger
+    assert growth_evidence(replace(o, kv_fits_whole=16), E2E_10S, 0.2, 0.9) == Growth(0.25, 16)
+    # A cohort too small, or not far enough under the target, stands for nothing.
+    assert growth_evidence(replace(o, e2e_cohort=cohort[1:]), E2E_10S, 0.2, 0.9) is None
+    slow = [1.0] * (COHORT_LEAST - 1) + [3.1]
+    assert growth_evidence(replace(o, e2e_cohort=slow), E2E_10S, 0.2, 0.9) is None
+
+
+def test_a_cohort_does_not_stand_in_for_a_stream_signal_short_of_values(obs: ObsFactory) -> None:
+    sla = SLA(ttft_p90=1.0, e2e_p90=10.0)
+    cohort = [1.0] * COHORT_LEAST
+    o = obs(p90={"e2e": 1.0, "ttft": 0.1}, counts={"e2e": 8, "ttft": 8}, min_samples=20, e2e_cohort=cohort)
+    assert growth_evidence(o, sla, 0.1, 0.9) is None
