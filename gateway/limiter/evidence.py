@@ -23,6 +23,11 @@ Three sources, merged at each control tick:
       a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
   Requests sent before the epoch began describe the old limit and do not count.
 
+The cohort (`cohort`): the e2e of the epoch's requests in the order they were sent, infinite for
+those in flight. The values finished so far are a biased sample of a limit's latency, the short
+answers first; the requests sent first, whatever they take, are not (gateway.limits.sla_evidence
+reads their P90 with the unfinished ones as the slowest).
+
 k is the output tokens an event carries. vLLM sends one event per token until its front end falls
 behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so
 on a busy host an event carries several tokens, and a pace per event would read TPOT k times too

@@ -84,7 +84,7 @@ Why each rule:
   stalled and recovered (the gap is back now) does not.
 - Evidence (gateway.limits.sla_evidence says why): a cut needs the values behind the P90 to show it
   over target, else the limit holds; growth needs every P90 on `min_samples` values, or whole
-  answers' e2e on a complete cohort well under target.
+  answers' e2e P90 well under target on the requests sent first, those in flight read as the slowest.
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 

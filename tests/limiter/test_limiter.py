@@ -382,6 +382,32 @@ def test_whole_answers_far_past_the_e2e_target_cut_the_limit_before_they_end() -
     assert lim.inflight == 0
 
 
+def test_whole_answers_far_under_the_e2e_target_grow_the_limit_once_the_first_sent_are_back() -> None:
+    """Eight answers of a second against a 10-s target grow the limit before 20 have come, but only
+    once every one sent first has finished: one still running could be the slow one."""
+    clock = FakeClock(100.0)
+    sla = SLA(e2e_p90=10.0)
+    lim = Limiter(create("sla", {}, sla), clock=clock, min_samples=20, sla=sla)
+    busy(lim)
+    clock.now += 3.0
+    slots = fill(lim)
+    sent = clock.now
+    for slot in slots:
+        slot.sent(sent)
+    clock.now += 1.0
+    for slot in slots[:-1]:
+        slot.release(Sample(dispatched_at=sent, e2e=1.0, output_tokens=50))
+    assert lim.tick(queued=5).direction == Direction.HOLD
+    slots[-1].release(Sample(dispatched_at=sent, e2e=1.0, output_tokens=50))
+    refill = fill(lim)
+    clock.now += 1.0
+    decision = lim.tick(queued=5)
+    assert decision.reason == "probe" and decision.limit > len(slots)
+    for slot in refill:
+        slot.release(None)
+    assert lim.inflight == 0
+
+
 def test_signals_are_counted_separately_for_the_algorithm() -> None:
     """A TTFT counts at the first token, the TPOT only when the request ends: counts say which."""
     clock = FakeClock(100.0)
