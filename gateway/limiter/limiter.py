@@ -234,13 +234,35 @@ class Limiter:
         binding = binds(peak, self._limit, queued)
         if binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
+        obs = self._observe(now, queued, inflight, peak, interval)
+        self._last_tick_at = now
+        decision = self.algorithm.update(obs)
+        new = clamp(decision.limit, self._floor, self._ceiling)
+        if new != decision.limit:
+            decision = replace(decision, limit=new, direction=_direction(self._limit, new))
+        self._inflight.reset_peak()
+        if new != self._limit:
+            self._limit = new
+            self._last_change_at = now
+            self._start_epoch(now)
+        if binding:
+            self._binding_at = now
+        else:
+            self._idle_at = now
+        self._inflight.set_limit(self._limit)
+        self._last_decision = decision
+        return decision
+
+    def _observe(self, now: float, queued: int, inflight: int, peak: int, interval: float) -> Observation:
+        """What the algorithm is told at this tick; takes the tokens and finished requests counted
+        since the previous one."""
         evidence = self._evidence
         live = evidence.live()
         p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._engine_stats)
         lumped, finished = evidence.take_lumped()
         received = evidence.take_delivered()
         generated = self._generated(now, peak, interval)
-        obs = Observation(
+        return Observation(
             now=now,
             limit=self._limit,
             ceiling=self._ceiling,
@@ -267,23 +289,6 @@ class Limiter:
             kv_fits=self._kv.kv_ceiling(),
             kv_fits_whole=self._kv.whole_request_ceiling(),
         )
-        self._last_tick_at = now
-        decision = self.algorithm.update(obs)
-        new = clamp(decision.limit, self._floor, self._ceiling)
-        if new != decision.limit:
-            decision = replace(decision, limit=new, direction=_direction(self._limit, new))
-        self._inflight.reset_peak()
-        if new != self._limit:
-            self._limit = new
-            self._last_change_at = now
-            self._start_epoch(now)
-        if binding:
-            self._binding_at = now
-        else:
-            self._idle_at = now
-        self._inflight.set_limit(self._limit)
-        self._last_decision = decision
-        return decision
 
     def _generated(self, now: float, inflight: int, seconds: float) -> float | None:
         """The backend's own count of its output over `seconds` (`EngineStats.generated`), if its
