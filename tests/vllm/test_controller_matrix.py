@@ -41,4 +41,7 @@ def test_one_cell_runs_end_to_end(vllm_engine: Engine, tmp_path: Path) -> None:
     raw = json.loads(next((tmp_path / "raw").glob("*direct.json")).read_text())
     assert raw["records"] and raw["targets"]["tight"] == targets["tight"] and raw["p90s"] == p90s
     cell = verdict.judge(runs, workload.name, "tight", targets["tight"])
-    assert {name for name, _, _ in cell.checks} >= {"throughput", "worst repetition"}
+    checks = {name: detail for name, _, detail in cell.checks}
+    # Throughput against direct, run by run, unless meeting the SLA costs it (the verdict says so).
+    assert "worst repetition" in checks or checks["throughput"].startswith("not required")
+    assert set(checks) >= ({"goodput", "e2e P90"} if cell.feasible else {"sla_infeasible"})
