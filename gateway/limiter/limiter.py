@@ -42,12 +42,11 @@ from gateway.limiter.ceiling import KVCeiling
 from gateway.limiter.counters import CounterDelta
 from gateway.limiter.evidence import Evidence
 from gateway.limiter.slots import InFlight, Slot
-from gateway.limits.base import LimitAlgorithm, binds, clamp
+from gateway.limits.base import LimitAlgorithm, binds, clamp, direction
 from gateway.types import (
     SLA,
     Clock,
     Decision,
-    Direction,
     EngineStats,
     Observation,
     Sample,
@@ -239,7 +238,7 @@ class Limiter:
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)
         if new != decision.limit:
-            decision = replace(decision, limit=new, direction=_direction(self._limit, new))
+            decision = replace(decision, limit=new, direction=direction(self._limit, new))
         self._inflight.reset_peak()
         if new != self._limit:
             self._limit = new
@@ -338,14 +337,6 @@ class Limiter:
             if d is None
             else {"direction": d.direction.value, "reason": d.reason, "detail": d.detail},
         }
-
-
-def _direction(old: int, new: int) -> Direction:
-    if new > old:
-        return Direction.UP
-    if new < old:
-        return Direction.DOWN
-    return Direction.HOLD
 
 
 def _rounded(value: float | None) -> float | None:

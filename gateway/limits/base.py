@@ -51,13 +51,16 @@ def decide(
     if new < obs.limit and wanted >= obs.limit:
         reason = "above_ceiling"
         detail = f"limit {obs.limit} is above the ceiling {obs.ceiling}; {detail}"
-    if new > obs.limit:
-        direction = Direction.UP
-    elif new < obs.limit:
-        direction = Direction.DOWN
-    else:
-        direction = Direction.HOLD
-    return Decision(new, direction, reason, detail, latency_floor)
+    return Decision(new, direction(obs.limit, new), reason, detail, latency_floor)
+
+
+def direction(old: int, new: int) -> Direction:
+    """The move from limit `old` to limit `new`."""
+    if new > old:
+        return Direction.UP
+    if new < old:
+        return Direction.DOWN
+    return Direction.HOLD
 
 
 def worst_ratio(
