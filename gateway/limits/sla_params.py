@@ -51,6 +51,9 @@ class SLAParams:
     """Seconds the lowest limit is measured, held, before it proves a latency floor."""
     knee_memory: float = _param(60.0, 0.0)
     """Seconds a limit measured at or over u keeps growth below it to one proportional step."""
+    idle_restart: float = _param(2.0, 0.0)
+    """Seconds in which the limit never bound and no more requests were in flight than the KV cache
+    holds with every request at its full size, after which a limit above that goes back to it."""
     evidence_alpha: float = _param(0.01, 0.0, 1.0)
     hidden_share: float = _param(0.5, 0.0, 1.0)
     """Growth stops while more than this share of the last increase is held outside the engine."""
