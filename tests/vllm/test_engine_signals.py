@@ -60,16 +60,21 @@ async def test_gateway_tracks_engine_load_up_and_down(gateway: Gateway) -> None:
         assert engine.model in idle["models"]  # type: ignore[operator]
 
         load = [asyncio.create_task(generate(client, gateway.base_url, engine.model, i)) for i in range(8)]
+        # The engine's own gauge, read beside the gateway's view from the start: the two are a
+        # scrape apart, and on a fast engine the load can end within a second of the gateway's
+        # reading, after which the engine rightly reports nothing running.
+        own = asyncio.create_task(
+            poll_until(
+                lambda: asyncio.to_thread(engine_running, engine.base_url),
+                lambda own: float(own["running"]) > 0,  # type: ignore[arg-type]
+            )
+        )
         busy = await poll_until(
             lambda: backend_state(client, gateway),
             lambda s: float(s["kv_usage"] or 0) > 0 and float(s["running"] or 0) > 0,  # type: ignore[arg-type]
         )
         assert 0 < float(busy["kv_usage"]) <= 1  # type: ignore[arg-type]
-        # The engine's own gauge says the same (read afresh: the two views are a scrape apart).
-        await poll_until(
-            lambda: asyncio.to_thread(engine_running, engine.base_url),
-            lambda own: float(own["running"]) > 0,  # type: ignore[arg-type]
-        )
+        await own
 
         assert await asyncio.gather(*load) == [300] * 8
         quiet = await poll_until(
