@@ -111,7 +111,7 @@ class SLALimit:
         self.params = params if params is not None else SLAParams()
         self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._last_move = Direction.HOLD
-        self._used_at = -math.inf  # the last tick at which the limit bound, or more than W ran
+        self._used_at = -math.inf  # the last tick at which the limit bound, or more than W were in flight
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
         self._settling = Settling(self.params.settle)
