@@ -38,7 +38,7 @@ ROUNDS = 2
 SLA_TTFT_P90_S = 1.0
 
 
-def test_gateway_keeps_engine_queue_empty_and_ttft_inside_sla_at_full_throughput(
+def test_gateway_moves_the_engine_queue_into_its_own_and_keeps_ttft_inside_sla_at_full_throughput(
     start_gateway: object,
 ) -> None:
     gateway: Gateway = start_gateway(  # type: ignore[operator]
