@@ -23,9 +23,10 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
                                                                                        p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
-    r < u, binding, probe due, no knee known         L <- L + max(p L, min(L (u / r - 1), R))     probe
-    r < u, binding, probe due, near a known knee     L <- L + max(1, min(L (u / r - 1), p L)) < knee  probe
+    r < u, binding, probe due, no knee known         L <- L + max(p L, min(room, R))              probe
+    r < u, binding, probe due, near a known knee     L <- L + max(1, min(room, p L)) < knee       probe
     otherwise                                        hold                   steady
+room: the rise that brings r to u, with P90 growing as sqrt(L) up to K and as L past it (sla_steps).
 Growth reads r on evidence (gateway.limits.sla_evidence.growth_evidence) and stops at J =
 `judged_past_kv` x K; a raise from J on is judged as a throughput probe is.
 The throughput climb, and how a probe is judged, kept or undone: gateway.limits.sla_probe.
@@ -63,7 +64,10 @@ Why each rule:
   rates, and a raise within target whose gain stays within the noise is undone: holding meets the
   SLA (gateway.limits.sla_probe).
 - Knee: near a limit measured at or over u (the latency curve turns up steeply there) growth is
-  one proportional step (gateway.limits.sla_steps says where to). A probe undone (cut back, or lower
+  one proportional step (gateway.limits.sla_steps says where to). Any P90 read marks a knee, even
+  on few values, but the limit read under u on evidence since is no knee any more: a fresh
+  gateway's first TPOT reading at 8 (0.92x, the pace of its first streams) kept growth from 8 to
+  one request per step for a minute where 8 then read 0.67-0.75x. A probe undone (cut back, or lower
   throughput) doubles the wait before the next (gateway.limits.sla_pacing).
 - Outside the batch: a probe whose requests only wait in the engine's queue, or in a busy front
   end (the gateway's in-flight count minus vLLM's running + waiting), gained nothing and is undone
@@ -266,6 +270,8 @@ class SLALimit:
             return decide(obs, lower, "throughput_falls", compare(best, here))
         on = growth_evidence(obs, self.sla, r, self.params.increase_below)
         if on is not None and self._probes.may_probe(obs):
+            if self._knee is not None and self._knee[0] == limit:
+                self._knee = None  # read under u on evidence since: a limit's newest reading stands
             step, why = growth(obs, on, self.ledger.fresh(obs.now), self._knee, self.params)
             if step > 0:
                 if self._last_move is Direction.UP:

@@ -9,7 +9,9 @@ the observation.
     within target, near a knee:    step = max(1, min(room, p L)), below the knee (or into it, the
                                    next limit up, once its reading is `probe_every` old)
     within target, below J:        either step, not past J
-    room = floor(L (u / r - 1)):   the rise that would bring P90/target r to u if P90 grew with L
+    room:                          the rise that would bring P90/target r to u, with P90 growing
+                                   as sqrt(L) up to K, floor(L ((u / r)^2 - 1)) at most K - L,
+                                   and as L beyond it, floor(L (u / r - 1)); the larger of the two
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
     J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
     K in growth is the one its evidence gives (sla_evidence.growth_evidence: fewer before min_samples)
@@ -25,12 +27,15 @@ what its KV cache holds; followed, such a secant cut one step, and the next cut 
 at that limit. Past what the KV cache holds a steep secant is the curve, since each request more
 evicts one that runs (preemption): the simulated engine read TPOT 0.60x at 18 and 2.06x at 20 with
 K = 17, where L / r cut to 10. Growth stops at J so that every raise past it is measured against
-the limit below. Far from any limit measured at the band, growth is fast, as far as room allows.
-Up to K at once, because below what its KV cache holds a batching engine's latency grows slower
-than its batch (on the real engine TPOT 2.2x for 4x the batch), and each step costs the wait for
-min_samples values from requests sent after it (at 8 with 400-token answers, about 10 s); past K,
-where preemption and queueing make latency grow faster than the batch, never more than sqrt(L) at
-once, so one step cannot overshoot the knee by more than a probe can undo. Near a knee one
+the limit below. Far from any limit measured at the band, growth is fast, as far as room allows,
+and up to K at once, because below what its KV cache holds a batching engine's latency grows slower
+than its batch (it runs the batch in one step per token; on the real engine TPOT 2.2x for 4x the
+batch), and each step costs the wait for min_samples values from requests sent after it (at 8 with
+400-token answers, about 10 s). So room takes P90 as growing with the square root of the limit up
+to K: taken as proportional, room was one request at 8 with TPOT 0.75x its target, and a chatty
+workload climbed from 8 to 10 one request at a time, 10 s each. Past K, where preemption and
+queueing make latency grow faster than the batch, room is proportional and a step never more than
+sqrt(L) at once, so one step cannot overshoot the knee by more than a probe can undo. Near a knee one
 proportional step, never into the limit measured at the band, unless that is L + 1 and its reading
 `probe_every` old: a P90 just over target on a few values there (a fresh gateway's first batch, one
 slow spell) otherwise held L for the ledger's memory, and a P90 of that limit measured again
@@ -99,7 +104,7 @@ def growth(
     # The next limit up, read at the band `probe_every` ago, is measured again; no other is entered.
     again = knee == limit + 1 and age >= p.probe_every
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
-    room = math.floor(limit * (p.increase_below / r - 1.0)) if r > 0 else limit
+    room = rise_room(limit, r, p.increase_below, on.fits)
     if knee is None and not near:
         reach = max(math.ceil(math.sqrt(limit)), (on.fits or 0) - limit)
         step = max(step_size(limit, p.probe_gain), min(room, reach))
@@ -118,6 +123,18 @@ def growth(
     if held is not None:
         return 0, held
     return min(step, obs.ceiling - limit), why
+
+
+def rise_room(limit: int, r: float, u: float, fits: int | None) -> int:
+    """How far the limit may rise before P90/target r reaches u: with latency growing as the square
+    root of the limit where the rise stays within what the KV cache holds (`fits`), else in
+    proportion to it."""
+    if r <= 0:
+        return limit
+    proportional = math.floor(limit * (u / r - 1.0))
+    if fits is None or limit >= fits:
+        return proportional
+    return max(proportional, min(fits - limit, math.floor(limit * ((u / r) ** 2 - 1.0))))
 
 
 def judged_from(obs: Observation, p: SLAParams) -> int | None:

@@ -10,6 +10,7 @@ from limits_helpers import ObsFactory, engine_stats
 
 from gateway.limits import SLALimit, create
 from gateway.limits.sla_params import SLAParams
+from gateway.limits.sla_steps import rise_room
 from gateway.types import SLA, Decision, Direction, Observation
 
 TTFT = SLA(ttft_p90=1.0)
@@ -195,12 +196,25 @@ def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: Ob
         tick = measured(obs, limit, ratio, 100.0)
         return algo().update(replace(tick, kv_fits=fits)).limit - limit
 
-    # r = 0.25 at 8: room 8 x (0.9 / 0.25 - 1) = 20.
+    # r = 0.25 at 8: room 8 x ((0.9 / 0.25)^2 - 1) = 95, at most what the KV cache holds.
     assert step(8, 0.25, 16) == 8  # to what the KV cache holds at once
-    assert step(8, 0.25, 40) == 20  # as far as room allows
-    assert step(8, 0.6, 16) == 4  # room 8 x (0.9 / 0.6 - 1) = 4
+    assert step(8, 0.25, 40) == 32
+    assert step(8, 0.75, 16) == 3  # room 8 x ((0.9 / 0.75)^2 - 1) = 3.5
+    assert step(8, 0.75, 10) == 2  # no further than what the KV cache holds
     assert step(20, 0.25, 16) == 5  # past what it holds: sqrt(20), rounded up
     assert step(10, 0.25, 12) == 2  # sqrt(10) would pass what it holds: growth stops there
+
+
+def test_room_grows_latency_as_the_square_root_of_the_limit_within_the_kv_cache() -> None:
+    # Within what the KV cache holds: P90 x sqrt((L + room) / L) reaches u at room = L ((u / r)^2 - 1).
+    assert rise_room(8, 0.75, 0.9, 20) == 3  # 8 x 0.44 = 3.5
+    assert rise_room(8, 0.75, 0.9, 10) == 2  # not past what it holds, 10
+    # Past it, or with it unknown, in proportion: L (u / r - 1).
+    assert rise_room(8, 0.75, 0.9, None) == 1  # 8 x 0.2 = 1.6
+    assert rise_room(20, 0.45, 0.9, 16) == 20
+    # Where proportional room reaches further than what the KV cache holds, that stands.
+    assert rise_room(10, 0.3, 0.9, 12) == 20
+    assert rise_room(10, 0.0, 0.9, 12) == 10  # nothing measured over zero: one doubling
 
 
 def test_growth_near_a_knee_stops_at_what_the_kv_cache_holds(obs: ObsFactory) -> None:
@@ -479,6 +493,23 @@ def test_near_a_known_knee_growth_is_one_proportional_step(obs: ObsFactory) -> N
     a2 = algo()
     a2.update(measured(obs, 21, 0.95, 90.0))
     assert a2.update(measured(obs, 20, 0.3, 95.0)).direction == Direction.HOLD
+
+
+def test_a_knee_read_on_few_values_goes_once_the_limit_reads_under_the_band_on_evidence(
+    obs: ObsFactory,
+) -> None:
+    def tick(ratio: float, now: float, counts: int) -> Observation:
+        return replace(measured(obs, 8, ratio, now), kv_fits=16, counts={"ttft": counts})
+
+    a = algo()
+    # A fresh gateway's first P90 at 8 reads at the band on 3 values: a knee, growth holds.
+    assert a.update(tick(0.92, 100.0, 3)).limit == 8
+    # 8 then reads 0.5x on evidence: room 8 x ((0.9 / 0.5)^2 - 1) = 17, to what the KV cache holds.
+    assert a.update(tick(0.5, 101.0, 20)).limit == 16
+    # A knee above the limit stands, read on few values or not: one proportional step.
+    b = algo()
+    b.update(replace(tick(0.92, 100.0, 3), limit=10, peak_inflight=10))
+    assert b.update(tick(0.5, 101.0, 20)).limit == 9
 
 
 def test_a_limit_one_above_read_at_the_band_is_measured_again_after_probe_every(obs: ObsFactory) -> None:
