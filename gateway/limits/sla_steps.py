@@ -131,10 +131,11 @@ def rise_room(limit: int, r: float, u: float, fits: int | None) -> int:
     proportion to it."""
     if r <= 0:
         return limit
-    proportional = math.floor(limit * (u / r - 1.0))
+    factor = u / r  # the factor P90 may grow by
+    proportional = math.floor(limit * (factor - 1.0))
     if fits is None or limit >= fits:
         return proportional
-    return max(proportional, min(fits - limit, math.floor(limit * ((u / r) ** 2 - 1.0))))
+    return max(proportional, min(fits - limit, math.floor(limit * (factor**2 - 1.0))))
 
 
 def judged_from(obs: Observation, p: SLAParams) -> int | None:
