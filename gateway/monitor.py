@@ -132,9 +132,11 @@ def to_engine_stats(
     tokens, before_tokens = scrape.generation_tokens, previous.generation_tokens if previous else None
     if tokens is not None and before_tokens is not None and tokens >= before_tokens and now > previous_at:
         rate = (tokens - before_tokens) / (now - previous_at)
+    queries, hits, _ = prefix_cache_growth(scrape, previous)
     return EngineStats(
         at=now,
         generation_rate=rate,
+        prefix_hit_share=hits / queries if queries > 0 else None,
         kv_usage=scrape.kv_usage,
         waiting=scrape.waiting,
         running=scrape.running,

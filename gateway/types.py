@@ -93,6 +93,9 @@ class EngineStats:
     """Requests the backend finished since the previous scrape (e2e histogram count delta)."""
     generation_rate: float | None = None
     """Output tokens/s the backend generated since the previous scrape (vllm:generation_tokens_total)."""
+    prefix_hit_share: float | None = None
+    """Of the prompt tokens looked up in the backend's prefix cache since the previous scrape, the
+    share it held (vllm:prefix_cache_hits_total over _queries_total); None when none were."""
 
     def p90(self, signal: Signal) -> float | None:
         """The window P90 of TTFT or TPOT; none of e2e, which the gateway measures on every request."""

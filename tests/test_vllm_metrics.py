@@ -90,3 +90,6 @@ def test_prefix_cache_counters_and_their_growth_between_scrapes() -> None:
     restarted = parse_vllm_metrics(scrape(120, 20))
     assert prefix_cache_growth(restarted, later) == (120.0, 20.0, True)
     assert prefix_cache_growth(parse_vllm_metrics(""), later) == (0.0, 0.0, False)
+    # The limiter's view: the share of the prompt tokens looked up since the last scrape found.
+    assert to_engine_stats(later, first, 1.0).prefix_hit_share == 0.75  # 450 of 600
+    assert to_engine_stats(first, None, 1.0).prefix_hit_share is None  # none looked up

@@ -2,9 +2,12 @@
 
     capacity   = num_gpu_blocks x block_size, from vllm:cache_config_info (the latest scrape)
     footprint  = kv_usage x capacity / running, smoothed per scrape (weight FOOTPRINT_SMOOTHING)
-    tokens     = prompt + output tokens per finished request, smoothed (weight TOKENS_SMOOTHING)
+    tokens     = prompt + output tokens per finished request, smoothed (weight TOKENS_SMOOTHING),
+                 and prompt = its prompt tokens alone
+    shared     = hit share x prompt, the hit share being the prefix cache's hits / queries (tokens)
+                 per scrape, smoothed (weight HIT_SHARE_SMOOTHING); 0 before any
     kv ceiling = floor(capacity / footprint), or floor(capacity / tokens) before any footprint
-    whole-request ceiling = floor(capacity / tokens)
+    whole-request ceiling = floor((capacity - shared) / max(1, tokens - shared))
     ceiling    = max(floor, min(max_limit, kv ceiling)), max_limit without KV information
 
 Rules:
@@ -19,6 +22,11 @@ Rules:
   traffic stay under it (gateway.backends); the limit does not, as steady state fits more. Where
   answers do not say their prompt tokens (streams without usage) the mean is too small and this
   ceiling too high, so they stay under the footprint one as well.
+- A prompt's tokens that the prefix cache holds are a prefix the running requests share, held once
+  (a system prompt, a document): requests of 830 tokens whose first 512 the cache holds fit whole
+  9 at a time in 8,192 tokens counted each on its own, and 24 with the prefix held once. Hits on a
+  prefix no other running request holds (an earlier turn of the same conversation) make the
+  ceiling too high; the footprint one, measured, is not.
 - A scrape with no usage or nothing running says nothing about the footprint and leaves it as is.
 - The ceiling never goes below the floor: the backend always gets at least its floor of requests.
 """
@@ -33,6 +41,8 @@ TOKENS_SMOOTHING = 0.05
 """EWMA weight of one finished request in the tokens-per-request estimate (about 20 requests)."""
 FOOTPRINT_SMOOTHING = 0.2
 """EWMA weight of one scrape in the measured KV footprint per running sequence."""
+HIT_SHARE_SMOOTHING = 0.2
+"""EWMA weight of one scrape in the share of prompt tokens the prefix cache found."""
 
 
 class KVCeiling:
@@ -42,6 +52,8 @@ class KVCeiling:
         self._capacity: int | None = None
         self._per_running: float | None = None
         self._tokens_per_request: float | None = None
+        self._prompt_per_request: float | None = None
+        self._hit_share = 0.0
 
     @property
     def capacity(self) -> int | None:
@@ -71,16 +83,15 @@ class KVCeiling:
             and running >= 1
         ):
             footprint = stats.kv_usage * self._capacity / running
-            prev = self._per_running
-            self._per_running = footprint if prev is None else prev + FOOTPRINT_SMOOTHING * (footprint - prev)
+            self._per_running = smoothed(self._per_running, footprint, FOOTPRINT_SMOOTHING)
+        if stats.prefix_hit_share is not None:
+            self._hit_share += HIT_SHARE_SMOOTHING * (stats.prefix_hit_share - self._hit_share)
 
-    def add_request(self, tokens: int) -> None:
-        """A request finished well holding `tokens` prompt + output tokens."""
-        if tokens > 0:
-            prev = self._tokens_per_request
-            self._tokens_per_request = (
-                float(tokens) if prev is None else prev + TOKENS_SMOOTHING * (tokens - prev)
-            )
+    def add_request(self, prompt: int, output: int) -> None:
+        """A request finished well holding `prompt` + `output` tokens."""
+        if prompt + output > 0:
+            self._tokens_per_request = smoothed(self._tokens_per_request, prompt + output, TOKENS_SMOOTHING)
+            self._prompt_per_request = smoothed(self._prompt_per_request, prompt, TOKENS_SMOOTHING)
 
     def kv_ceiling(self) -> int | None:
         """Concurrency the KV cache can hold at the observed request footprint, if known."""
@@ -95,7 +106,8 @@ class KVCeiling:
         """Concurrency the KV cache holds with every request at its full prompt + output, if known."""
         if self._capacity is None or not self._tokens_per_request:
             return None
-        return math.floor(self._capacity / self._tokens_per_request)
+        shared = self._hit_share * (self._prompt_per_request or 0.0)
+        return math.floor((self._capacity - shared) / max(1.0, self._tokens_per_request - shared))
 
     def bound(self, floor: int, max_limit: int) -> int:
         """The ceiling: `max_limit`, lowered to the KV ceiling when known, never below `floor`."""
@@ -103,3 +115,8 @@ class KVCeiling:
         if kv is None:
             return max_limit
         return max(floor, min(max_limit, kv))
+
+
+def smoothed(previous: float | None, value: float, weight: float) -> float:
+    """An EWMA step: `value` if there is no `previous`, else `weight` of the way from it to `value`."""
+    return value if previous is None else previous + weight * (value - previous)

@@ -171,7 +171,7 @@ class Limiter:
     def finished(self, slot: Slot, sample: Sample | None) -> None:
         self._evidence.finish(slot, sample)
         if sample is not None and sample.ok:
-            self._kv.add_request(sample.prompt_tokens + sample.output_tokens)
+            self._kv.add_request(sample.prompt_tokens, sample.output_tokens)
             if self.on_sample is not None:
                 self.on_sample(sample)
 
@@ -181,7 +181,7 @@ class Limiter:
         """A request another process finished on this backend: evidence like one of ours."""
         self._evidence.finish(object(), sample)
         if sample.ok:
-            self._kv.add_request(sample.prompt_tokens + sample.output_tokens)
+            self._kv.add_request(sample.prompt_tokens, sample.output_tokens)
 
     def adopt(self, limit: int) -> None:
         """Take the limit the backend's leader decided (clamped to this process's bounds)."""

@@ -7,7 +7,8 @@ count, else finished requests plus streams' progress, and which came as whole an
 window P90s since the limit last changed. It keeps a ledger (gateway.limits.ledger) of the rate,
 its count noise, the requests held outside the engine and the worst P90/target ratio r at each
 limit L, and moves by these rules, in order (u = `increase_below`, K = the requests the KV cache
-holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
+holds, W = those it holds with every request at its full size, R = max(sqrt L, K - L) as in
+gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
 
     not binding, at most W in flight for `idle_restart` s, L > W (W: what the KV cache holds with
     every request at its full size)                  L <- W                 not_binding
@@ -23,12 +24,15 @@ holds, R = max(sqrt L, K - L) as in gateway.limits.sla_steps, parameters in gate
                                                                                        p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
-    r < u, binding, probe due, no knee known         L <- L + max(p L, min(room, R))              probe
-    r < u, binding, probe due, near a known knee     L <- L + max(1, min(room, p L)) < knee       probe
+    r < u, binding, probe due, under J, no knee known  L <- L + max(p L, min(room, R))            probe
+    r < u, binding, probe due, from J on or near a known knee
+                                          L <- L + max(1, min(room, max(s, p L))) < knee       probe
     otherwise                                        hold                   steady
 room: the rise that brings r to u, with P90 growing as sqrt(L) up to K and as L past it (sla_steps).
 Growth reads r on evidence (gateway.limits.sla_evidence.growth_evidence) and stops at J =
-`judged_past_kv` x K; a raise from J on is judged as a throughput probe is.
+`judged_past_kv` x min(K, W) + the requests in flight at L that the engine does not hold; a raise
+from J on is judged as a throughput probe is, and s is twice the last one after one that gained
+at least half in proportion (gateway.limits.sla_probe's slow start), else 0.
 The throughput climb, and how a probe is judged, kept or undone: gateway.limits.sla_probe.
 Finally L <- clamp(L, floor, ceiling).
 
@@ -59,7 +63,13 @@ Why each rule:
 - Throughput decides where latency has room: KV saturation and preemptions are costs only as the
   measured rate or P90 shows them, so the limit climbs past what the KV cache holds, but only on a
   measured gain: climbing on the mere absence of a measured loss drifted into losses of 5-10% that
-  the count noise of whole answers hides.
+  the count noise of whole answers hides. That starts at W where W is fewer than K: the requests
+  running are young and read small, but past W they preempt one another as they grow (on the real
+  engine, 450-token completions delivered 692-715 tokens/s at 18 = W and 615 at 20, where K read
+  20-21). Requests the engine does not hold (a front end's queue) take none of its cache, so they
+  add to J. Past J one step is p L: past W latency jumps (TPOT 0.35x at 14 = W, 1.18x at 17 in
+  virtual time), and a larger probe undone moved the limit by more than 15%; a raise that gained
+  in proportion doubles the next, so a rate that keeps rising is climbed fast.
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
   rates, and a raise within target whose gain stays within the noise is undone: holding meets the
   SLA (gateway.limits.sla_probe).
@@ -272,11 +282,13 @@ class SLALimit:
         if on is not None and self._probes.may_probe(obs):
             if self._knee is not None and self._knee[0] == limit:
                 self._knee = None  # read under u on evidence since: a limit's newest reading stands
-            step, why = growth(obs, on, self.ledger.fresh(obs.now), self._knee, self.params)
+            judged = judged_from(obs, self.params, here.hidden if here is not None else None)
+            fresh = self.ledger.fresh(obs.now)
+            step, why = growth(obs, on, fresh, self._knee, self.params, judged, self._probes.slow_start)
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._probes.pacing.held()  # the previous step held
-                if (judged := judged_from(obs, self.params)) is not None and limit >= judged:
+                if judged is not None and limit >= judged:
                     self._probes.within(limit)
                     why = f"{why}, past what the KV cache holds: kept on a measured gain"
                 return decide(obs, limit + step, "probe", f"worst P90/target {on.ratio:.2f}: +{step} {why}")

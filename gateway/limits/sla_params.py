@@ -36,8 +36,9 @@ class SLAParams:
     rate_probe_gain: float = _param(0.5, 0.0, 1.0, low_open=True)
     """q: a step when only throughput decides (SLA infeasible) is max(1, q x L)."""
     judged_past_kv: float = _param(1.0, 0.0)
-    """From this multiple of the requests the KV cache holds, a raise within target is a throughput
-    probe, kept only on a measured gain in rate (a large value turns the rule off)."""
+    """From this multiple of the requests the KV cache holds (or holds with every request at its full
+    size, where fewer), a raise within target is a throughput probe, kept only on a measured gain in
+    rate (a large value turns the rule off)."""
     probe_every: float = _param(10.0, 0.0)
     """Seconds between probes after a failed one, doubled after each further failure."""
     probe_dwell: float = _param(4.0, 0.0, low_open=True)

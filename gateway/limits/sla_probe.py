@@ -22,7 +22,8 @@ Throughput climb (SLA infeasible), with B the limit that delivered most over `pr
     a probe due      L <- L + max(s, q L), or straight to K when K is above that and no limit as
                      high was measured lately (sla_steps.probe_up)              probe
     otherwise        hold                                                       steady
-where s is twice the last step after one that gained at least half in proportion, else 0.
+where s is twice the last step after one that gained at least half in proportion, else 0; a raise
+within target takes s too (`slow_start`, gateway.limits.sla_steps.growth). A jump sets no s.
 
 Why each rule:
 - Infeasible: latency is missed anyway, so throughput is all that is left to win, and the limit
@@ -35,7 +36,8 @@ Why each rule:
   (measuring it again first held that limit 6 s of a 25-s window at 0.8 of K's rate on the real
   engine); only a higher limit that delivered less makes it wait, or it would lead back.
 - Slow start: a step that gained half in proportion says the rate still rises with the batch, so
-  the next step doubles, as TCP's slow start does, instead of paying a dwell per small step.
+  the next step doubles, as TCP's slow start does, instead of paying a dwell per small step. A cut
+  or a pause starts slow again: what the last step showed is of before them.
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
   rates (whole answers are a Poisson count, which the engine's own count avoids); a probe whose
   gain is within the noise is measured longer (up to `probe_every`), then undone if it was a raise
@@ -80,9 +82,15 @@ class Probes:
         """Whether a probe is being measured."""
         return self._from is not None
 
+    @property
+    def slow_start(self) -> int:
+        """The step after a probe that gained at least half in proportion to its own, else 0."""
+        return self._step
+
     def drop(self) -> None:
-        """Measure no probe any more: the limit stopped binding, or is over target."""
-        self._from = None
+        """Measure no probe any more, and start slow again: the limit stopped binding, or is over
+        target."""
+        self._from, self._step = None, 0
 
     def within(self, start: int) -> None:
         """The raise from `start` about to be made within target is kept only on a measured gain."""
@@ -133,7 +141,7 @@ class Probes:
             strong = start is None or here.rate >= start.rate * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
-            self._step = 2 * (limit - self._from) if strong and self._kind == "step" else 0
+            self._step = 2 * (limit - self._from) if strong and self._kind != "jump" else 0
             self._from = None
             self.pacing.held()
             return decide(obs, limit, "probe", "" if start is None else compare(here, start))

@@ -5,15 +5,20 @@ the observation.
                                                     if (r - r') / (L - L') <= STEEPEST x r / L or L > K
     over target, r <= 1 + 2p:                       max(L / r, L - max(1, p L)), one step back
     over target, otherwise:                         L / r;  every cut at least 1, at most m L
-    within target, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
-    within target, near a knee:    step = max(1, min(room, p L)), below the knee (or into it, the
-                                   next limit up, once its reading is `probe_every` old)
+    within target, under J, no knee known:  step = max(p L, min(room, max(ceil(sqrt L), K - L)))
+    within target, from J on or near a knee:  step = max(1, min(room, max(s, p L))), below the knee
+                                   (or into it, the next limit up, once its reading is
+                                   `probe_every` old); s: the slow start's step after a probe that
+                                   gained in proportion, else 0
     within target, below J:        either step, not past J
     room:                          the rise that would bring P90/target r to u, with P90 growing
                                    as sqrt(L) up to K, floor(L ((u / r)^2 - 1)) at most K - L,
                                    and as L beyond it, floor(L (u / r - 1)); the larger of the two
     infeasible, K above the step:  straight to K, the requests the KV cache holds (kv_fits)
-    J = ceil(`judged_past_kv` x K):  from here a raise is a throughput probe, kept on a measured gain
+    J = ceil(`judged_past_kv` x min(K, W)) + O:  from here a raise is a throughput probe, kept on a
+                                   measured gain (W: what the KV cache holds with every request at
+                                   its full size; O: the mean requests in flight at L that the
+                                   engine does not hold)
     K in growth is the one its evidence gives (sla_evidence.growth_evidence: fewer before min_samples)
 
 Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
@@ -35,7 +40,8 @@ batch), and each step costs the wait for min_samples values from requests sent a
 to K: taken as proportional, room was one request at 8 with TPOT 0.75x its target, and a chatty
 workload climbed from 8 to 10 one request at a time, 10 s each. Past K, where preemption and
 queueing make latency grow faster than the batch, room is proportional and a step never more than
-sqrt(L) at once, so one step cannot overshoot the knee by more than a probe can undo. Near a knee one
+sqrt(L) at once, so one step cannot overshoot the knee by more than a probe can undo; from J on
+a step is p L, doubled after a probe that gained in proportion (gateway.limits.sla says why). Near a knee one
 proportional step, never into the limit measured at the band, unless that is L + 1 and its reading
 `probe_every` old: a P90 just over target on a few values there (a fresh gateway's first batch, one
 slow spell) otherwise held L for the ledger's memory, and a P90 of that limit measured again
@@ -90,10 +96,17 @@ def cut(limit: int, r: float, lower: Entry | None, fits: int | None, p: SLAParam
 
 
 def growth(
-    obs: Observation, on: Growth, fresh: list[Entry], seen_knee: tuple[int, float] | None, p: SLAParams
+    obs: Observation,
+    on: Growth,
+    fresh: list[Entry],
+    seen_knee: tuple[int, float] | None,
+    p: SLAParams,
+    judged: int | None,
+    least: int = 0,
 ) -> tuple[int, str]:
     """How far to grow within target on the evidence `on`, and why: 0 while raises only land outside
-    the engine."""
+    the engine. `judged`: J (`judged_from`); `least`: the step a throughput probe that gained in
+    proportion asks for next."""
     limit, r = obs.limit, on.ratio
     band = min(
         (e for e in fresh if e.limit > limit and e.ratio is not None and e.ratio >= p.increase_below),
@@ -105,18 +118,20 @@ def growth(
     again = knee == limit + 1 and age >= p.probe_every
     near = seen_knee is not None and seen_knee[0] >= limit and obs.now - seen_knee[1] <= p.knee_memory
     room = rise_room(limit, r, p.increase_below, on.fits)
-    if knee is None and not near:
+    past = judged is not None and limit >= judged
+    if knee is None and not near and not past:
         reach = max(math.ceil(math.sqrt(limit)), (on.fits or 0) - limit)
         step = max(step_size(limit, p.probe_gain), min(room, reach))
         why = "toward the band"
     else:
-        step = max(1, min(room, step_size(limit, p.probe_gain)))
+        step = max(1, min(room, max(least, step_size(limit, p.probe_gain))))
         if knee is not None:
             step = min(step, knee - limit if again else knee - 1 - limit)
         why = f"near {knee or (seen_knee and seen_knee[0])}, measured at or over {p.increase_below:g}"
         if again:
             why = f"{knee} again, read at or over {p.increase_below:g} {age:.0f}s ago"
-    judged = judged_from(obs, p)
+        elif knee is None and not near:
+            why = "one step"
     if judged is not None and limit < judged:
         step = min(step, judged - limit)
     held = held_outside(fresh, limit, p.hidden_share, p.min_gain, hidden(obs))
@@ -138,11 +153,14 @@ def rise_room(limit: int, r: float, u: float, fits: int | None) -> int:
     return max(proportional, min(fits - limit, math.floor(limit * (factor**2 - 1.0))))
 
 
-def judged_from(obs: Observation, p: SLAParams) -> int | None:
-    """The limit from which a raise is a throughput probe, kept only on a measured gain, if known."""
-    if obs.kv_fits is None:
+def judged_from(obs: Observation, p: SLAParams, outside: float | None) -> int | None:
+    """The limit from which a raise is a throughput probe, kept only on a measured gain, if known:
+    what the KV cache holds, or holds with every request at its full size where that is fewer, plus
+    the requests in flight that the engine does not hold (`outside`, a mean)."""
+    known = [k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None]
+    if not known:
         return None
-    return max(1, math.ceil(obs.kv_fits * p.judged_past_kv))
+    return max(1, math.ceil(min(known) * p.judged_past_kv)) + math.floor(outside or 0.0)
 
 
 def probe_up(obs: Observation, start: int, least: int, measured: list[Entry], q: float) -> tuple[int, bool]:

@@ -141,6 +141,8 @@ class Loop:
         self.engine_ttfts: list[float] = []
         self.engine_e2es: list[float] = []
         self.generated = 0  # output tokens the engine generated since the last scrape
+        self.prefix_queries = 0  # prompt tokens looked up in the prefix cache since the last scrape
+        self.prefix_hits = 0  # of those, the ones it held
         self.scraped_at = 0.0
         # Request ids start at 1: (0, j) is the shared prefix's block j, the same in every run.
         self.shared = [hash((0, j)) for j in range(workload.shared_prefix_tokens // profile.block_size)]
@@ -213,6 +215,7 @@ class Loop:
         self.engine_ttfts, self.engine_e2es = [], []
         elapsed, self.scraped_at = self.now - self.scraped_at, self.now
         generated, self.generated = self.generated, 0
+        queries, hits, self.prefix_queries, self.prefix_hits = self.prefix_queries, self.prefix_hits, 0, 0
         return EngineStats(
             at=self.now,
             kv_usage=e.kv_usage,
@@ -223,6 +226,7 @@ class Loop:
             ttft_p90=nearest_rank(ttfts, 0.9),
             finished=float(len(e2es)),
             generation_rate=generated / elapsed if elapsed > 0 else None,
+            prefix_hit_share=hits / queries if queries > 0 else None,
         )
 
     def apply_scenario(self, events: list[tuple[float, str, float]]) -> None:
@@ -265,6 +269,8 @@ class Loop:
                 self.engine_ttfts += report.ttfts
                 self.engine_e2es += [self.now - s.arrival for s in report.finished]
                 self.generated += report.generation_tokens
+                self.prefix_queries += report.prefix_queries
+                self.prefix_hits += report.prefix_hits
                 done = {s.uid for s in report.finished}
                 for seq in report.emitted:
                     self.deliver(seq, seq.uid in done, run)

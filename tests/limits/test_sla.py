@@ -201,7 +201,7 @@ def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: Ob
     assert step(8, 0.25, 40) == 32
     assert step(8, 0.75, 16) == 3  # room 8 x ((0.9 / 0.75)^2 - 1) = 3.5
     assert step(8, 0.75, 10) == 2  # no further than what the KV cache holds
-    assert step(20, 0.25, 16) == 5  # past what it holds: sqrt(20), rounded up
+    assert step(20, 0.25, 16) == 2  # past what it holds a raise is a probe: 10% of 20
     assert step(10, 0.25, 12) == 2  # sqrt(10) would pass what it holds: growth stops there
 
 
@@ -224,37 +224,70 @@ def test_growth_near_a_knee_stops_at_what_the_kv_cache_holds(obs: ObsFactory) ->
     assert a.update(replace(measured(obs, 20, 0.5, 110.0), kv_fits=21)).limit == 21
 
 
-def past_the_kv_cache(a: SLALimit, obs: ObsFactory, tokens_at_25: float) -> list[Decision]:
-    """A limit at what the KV cache holds (20) delivering 1,000 tokens/s raises to 25, which then
-    delivers `tokens_at_25` a second; the decisions taken at 25, a tick a second."""
+def past_the_kv_cache(a: SLALimit, obs: ObsFactory, tokens_at_22: float) -> list[Decision]:
+    """A limit at what the KV cache holds (20) delivering 1,000 tokens/s raises (to 22 by default,
+    one step of 10%), which then delivers `tokens_at_22` a second; the decisions taken there, a tick
+    a second."""
     fits = {"kv_fits": 20, "p90": {"ttft": 0.3}, "interval": 1.0}
     for t in range(6):
         few = {"counts": {"ttft": 3}} if t < 5 else {}  # 20 measured for 5 s before it may grow
         d = a.update(
             obs(limit=20, now=100.0 + t, since_change=10.0 + t, delivered_tokens=1000.0, **fits, **few)
         )
-    assert (d.limit, d.reason) == (25, "probe")
+    assert d.reason == "probe" and d.limit > 20
     return [
-        a.update(obs(limit=25, now=106.0 + t, since_change=t, delivered_tokens=tokens_at_25, **fits))
+        a.update(obs(limit=d.limit, now=106.0 + t, since_change=t, delivered_tokens=tokens_at_22, **fits))
         for t in range(1, 30)
     ]
 
 
 def test_past_what_the_kv_cache_holds_a_raise_is_kept_only_on_a_measured_gain(obs: ObsFactory) -> None:
     flat = past_the_kv_cache(algo(), obs, 1000.0)
-    moved = next(d for d in flat if d.limit != 25)
+    moved = next(d for d in flat if d.limit != 22)
     assert (moved.limit, moved.reason) == (20, "no_gain")
     assert all(d.reason == "probing" for d in flat[: flat.index(moved)])
     gained = past_the_kv_cache(algo(), obs, 1200.0)
     kept = next(d for d in gained if d.reason != "probing")
-    assert (kept.limit, kept.reason) == (25, "probe")
+    assert (kept.limit, kept.reason) == (22, "probe")
     # Kept: the next raise comes once the P90s stand on values from after this one.
-    assert max(d.limit for d in gained) > 25
+    assert max(d.limit for d in gained) > 22
+
+
+def test_from_what_the_kv_cache_holds_whole_a_raise_is_one_step_judged_on_its_gain(obs: ObsFactory) -> None:
+    # The young requests running say 24 fit; at their full size 18 do. Past 18 they preempt one
+    # another as they grow (a 14% lower rate at 20 than at 18 on the real engine), so growth stops
+    # at 18, and a raise from there is one step, kept only on a measured gain.
+    whole = {"kv_fits": 24, "kv_fits_whole": 18}
+    to_whole = algo().update(replace(measured(obs, 10, 0.3, 100.0), **whole))
+    assert (to_whole.limit, to_whole.reason) == (18, "probe")
+    a = algo()
+    d = a.update(replace(measured(obs, 18, 0.3, 100.0), **whole))
+    assert (d.limit, d.reason) == (20, "probe") and "kept on a measured gain" in d.detail
+    assert a.update(replace(measured(obs, 20, 0.3, 101.0), **whole)).reason == "probing"
+
+
+def test_requests_the_engine_does_not_hold_move_where_raises_are_judged(obs: ObsFactory) -> None:
+    # 14 fit whole, and 4 of the requests in flight at 14 wait in the front end, outside the engine
+    # and its KV cache: raises are judged from 18, and 14 grows toward the band as far as that.
+    stats = engine_stats(running=10.0, waiting=0.0)
+    a = algo()
+    for t in range(6):
+        tick = measured(obs, 14, 0.3, 100.0 + t)
+        d = a.update(replace(tick, kv_fits=24, kv_fits_whole=14, engine_stats=stats, outside_engine=4.0))
+    assert (d.limit, d.reason) == (18, "probe") and "kept on a measured gain" not in d.detail
+
+
+def test_a_judged_raise_that_gained_in_proportion_doubles_the_next(obs: ObsFactory) -> None:
+    # 20 -> 22 delivered 1,200 tokens/s against 1,000: 20% for 10% more, so the next raise is 4.
+    gained = past_the_kv_cache(algo(), obs, 1200.0)
+    kept = next(i for i, d in enumerate(gained) if d.reason != "probing")
+    raised = next(d for d in gained[kept:] if d.limit != 22)
+    assert raised.limit == 26
 
 
 def test_judged_past_kv_set_high_grows_on_latency_room_alone(obs: ObsFactory) -> None:
     flat = past_the_kv_cache(algo(judged_past_kv=1000.0), obs, 1000.0)
-    assert all(d.reason != "no_gain" for d in flat) and max(d.limit for d in flat) > 25
+    assert all(d.reason != "no_gain" for d in flat) and min(d.limit for d in flat) == 25  # sqrt(20)
 
 
 def test_growth_waits_for_evidence_at_the_current_limit(obs: ObsFactory) -> None:
@@ -401,8 +434,9 @@ def test_past_what_the_kv_cache_holds_a_steep_secant_is_followed(obs: ObsFactory
 
 def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(obs: ObsFactory) -> None:
     # 20 (what the KV cache holds) delivered 1,000 tokens/s (the engine's count) with a median e2e
-    # of 8 s. Raised to 25, the rate reads 1,300 tokens/s for 8 s, until the requests in flight have
-    # turned over, and 900 from then on; the median e2e of the answers back is of the shortest.
+    # of 8 s. Raised to 22 (one step), the rate reads 1,300 tokens/s for 8 s, until the requests in
+    # flight have turned over, and 900 from then on; the median e2e of the answers back is of the
+    # shortest.
     # Judged on its first seconds the raise was kept; judged once 20's median e2e has passed, it is
     # undone.
     a = algo()
@@ -420,11 +454,11 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
                 **every_tick,
             )
         )
-    assert (d.limit, d.reason) == (25, "probe")
+    assert (d.limit, d.reason) == (22, "probe")
     decisions = [
         a.update(
             obs(
-                limit=25,
+                limit=22,
                 now=106.0 + t,
                 since_change=t,
                 delivered_tokens=1300.0 if t < 8 else 900.0,
@@ -440,14 +474,14 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
     assert (judged.limit, judged.reason) == (20, "no_gain")
 
 
-@pytest.mark.parametrize(("running", "undone_after"), [(18.0, 3), (23.0, 12)])
+@pytest.mark.parametrize(("running", "undone_after"), [(18.0, 3), (21.5, 12)])
 def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_over(
     obs: ObsFactory, running: float, undone_after: int
 ) -> None:
-    # As above, with the engine's count: 20 ran 18 (the KV cache full) and 2 waited. Raised to 25,
-    # the rate reads a burst until the requests turn over. Where the engine still ran 18 (7
-    # waiting), no rate could have grown, and the raise is undone on its second tick in force;
-    # where it ran 23, the rate decides, once they turned over.
+    # As above, with the engine's count: 20 ran 18 (the KV cache full) and 2 waited. Raised to 22
+    # (one step), the rate reads a burst until the requests turn over. Where the engine still ran
+    # 18 (4 waiting), no rate could have grown, and the raise is undone on its second tick in
+    # force; where it ran 21.5, the rate decides, once they turned over.
     a = algo()
     every_tick = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
 
@@ -467,7 +501,7 @@ def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_ove
                 **every_tick,
             )
         )
-    assert (d.limit, d.reason) == (25, "probe")
+    assert (d.limit, d.reason) == (22, "probe")
     for t in range(1, 40):
         d = a.update(
             obs(
@@ -476,7 +510,7 @@ def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_ove
                 finished=3,
                 p50={"e2e": 1.5},
                 counts={"ttft": 50, "e2e": min(t, 7)},
-                **counted(106.0 + t, 25, running),
+                **counted(106.0 + t, 22, running),
                 **every_tick,
             )
         )
