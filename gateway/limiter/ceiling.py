@@ -85,7 +85,7 @@ class KVCeiling:
             footprint = stats.kv_usage * self._capacity / running
             self._per_running = smoothed(self._per_running, footprint, FOOTPRINT_SMOOTHING)
         if stats.prefix_hit_share is not None:
-            self._hit_share += HIT_SHARE_SMOOTHING * (stats.prefix_hit_share - self._hit_share)
+            self._hit_share = smoothed(self._hit_share, stats.prefix_hit_share, HIT_SHARE_SMOOTHING)
 
     def add_request(self, prompt: int, output: int) -> None:
         """A request finished well holding `prompt` + `output` tokens."""

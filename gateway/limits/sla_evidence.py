@@ -103,8 +103,13 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
     p90 = cohort_p90(obs.e2e_cohort, COHORT_LEAST)
     if p90 is None or p90 > COHORT_SHARE * u * target:
         return None
-    known = [k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None]
-    return Growth(max(r, p90 / target), min(known, default=None))
+    return Growth(max(r, p90 / target), fits_whole(obs))
+
+
+def fits_whole(obs: Observation) -> int | None:
+    """What the KV cache holds (`kv_fits`), or holds with every request at its full size
+    (`kv_fits_whole`) where that is fewer; None if neither is known."""
+    return min((k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None), default=None)
 
 
 def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:

@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import Growth, held_outside, hidden
+from gateway.limits.sla_evidence import Growth, fits_whole, held_outside, hidden
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
 
@@ -157,10 +157,10 @@ def judged_from(obs: Observation, p: SLAParams, outside: float | None) -> int | 
     """The limit from which a raise is a throughput probe, kept only on a measured gain, if known:
     what the KV cache holds, or holds with every request at its full size where that is fewer, plus
     the requests in flight that the engine does not hold (`outside`, a mean)."""
-    known = [k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None]
-    if not known:
+    fits = fits_whole(obs)
+    if fits is None:
         return None
-    return max(1, math.ceil(min(known) * p.judged_past_kv)) + math.floor(outside or 0.0)
+    return max(1, math.ceil(fits * p.judged_past_kv)) + math.floor(outside or 0.0)
 
 
 def probe_up(obs: Observation, start: int, least: int, measured: list[Entry], q: float) -> tuple[int, bool]:
