@@ -10,8 +10,8 @@ limit L, and moves by these rules, in order (u = `increase_below`, K = the reque
 holds, W = those it holds with every request at its full size, R = max(sqrt L, K - L) as in
 gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
 
-    not binding, at most W in flight for `idle_restart` s, L > W (W: what the KV cache holds with
-    every request at its full size)                  L <- W                 not_binding
+    not binding, at most min(I, W) in flight for `idle_restart` s, L > min(I, W) (I: the initial
+    limit)                                           L <- min(I, W)         not_binding
     not binding otherwise                            hold                   not_binding
     r > 1 on enough evidence and a floor is proven (gateway.limits.sla_floor)
                                                      throughput climb below  sla_infeasible
@@ -38,13 +38,15 @@ Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
 - Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
-  periods and traffic that bypasses the gateway cannot move it, but for the restart: W is of the
-  gateway's own requests' sizes, and the limit never goes under it nor under what was in flight.
-- Restart: past W a limit was kept on what it delivered under steady load, with requests at every
-  stage of their answers; after a pause the next requests come together and grow together, so
-  past W they preempt one another and queue in the engine (after 22 s idle a limit of 25 with W
-  15 met 40 clients at once: the engine's TTFT P90 2.05 s against a 1.0-s SLA). TCP restarts an
-  idle connection from its restart window for the same reason (RFC 5681, 4.1).
+  periods and traffic that bypasses the gateway cannot move it, but for the restart, which reads
+  only the gateway's own requests and never takes the limit under what was in flight.
+- Restart: a limit was kept on what it delivered under steady load, where each request starts as
+  another ends; after a pause the next requests come together, so their prompts are prefilled
+  together and their answers grow together, past W preempting one another. On the real engine,
+  after 18 s idle, 40 clients met a limit of 25 with W 15: the engine's TTFT P90 was 2.05 s
+  against a 1.0-s SLA; on a slower host they met 15 and the first 12 TTFTs at the gateway read
+  1.28 s. So the limit restarts where a fresh gateway starts, as TCP restarts an idle connection
+  from its initial window (RFC 5681, 4.1), and climbs back on evidence from there.
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine,
   so the limit climbs on throughput instead (gateway.limits.sla_probe says how and why). A floor
   waits, held, until the lowest limit has been measured for `floor_dwell`: a slowdown that passes
@@ -125,7 +127,7 @@ class SLALimit:
         self.params = params if params is not None else SLAParams()
         self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._last_move = Direction.HOLD
-        self._used_at = -math.inf  # the last tick at which the limit bound, or more than W were in flight
+        self._used_at = -math.inf  # the last tick the limit bound, or more than min(I, W) were in flight
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
         self._settling = Settling(self.params.settle)
@@ -191,22 +193,27 @@ class SLALimit:
         return self._climb(obs, ratio)
 
     def _idle(self, obs: Observation) -> Decision:
-        """Hold; but a limit past W, what the KV cache holds with every request at its full size,
-        goes back to W after `idle_restart` seconds in which it never bound and at most W were in
-        flight (the restart rule)."""
-        whole = obs.kv_fits_whole
-        if whole is not None and obs.peak_inflight > whole:
-            self._used_at = obs.now  # the limit past W is in use
+        """Hold; but a limit above the restart limit goes back to it after `idle_restart` seconds
+        in which it never bound and no more than that were in flight (the restart rule)."""
+        restart = self._restart_limit(obs)
+        if obs.peak_inflight > restart:
+            self._used_at = obs.now  # the limit past the restart limit is in use
         idle = obs.now - self._used_at
-        if whole is not None and obs.limit > whole and idle >= self.params.idle_restart:
+        if obs.limit > restart and idle >= self.params.idle_restart:
             return decide(
                 obs,
-                whole,
+                restart,
                 "not_binding",
-                f"at most {whole} in flight for {idle:.0f}s: back to {whole}, what the KV cache holds "
-                "with every request at its full size",
+                f"at most {restart} in flight for {idle:.0f}s: back to {restart}, the initial limit or what "
+                "the KV cache holds with every request at its full size, the fewer",
             )
         return decide(obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}")
+
+    def _restart_limit(self, obs: Observation) -> int:
+        """min(I, W): the initial limit, or what the KV cache holds with every request at its full
+        size where that is fewer."""
+        whole = obs.kv_fits_whole
+        return self.params.initial if whole is None else min(self.params.initial, whole)
 
     # -- over target ----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ def _param(default: float, low: float, high: float | None = None, *, low_open: b
 @dataclass(frozen=True, slots=True)
 class SLAParams:
     initial: int = _param(8, 1)
-    """The limit before any evidence."""
+    """The limit before any evidence, and after a pause (`idle_restart`)."""
     increase_below: float = _param(0.9, 0.0, 1.0, low_open=True)
     """u: grow only while the worst P90/target is under this."""
     max_decrease: float = _param(0.5, 0.0, 0.9, low_open=True)
@@ -53,8 +53,9 @@ class SLAParams:
     knee_memory: float = _param(60.0, 0.0)
     """Seconds a limit measured at or over u keeps growth below it to one proportional step."""
     idle_restart: float = _param(2.0, 0.0)
-    """Seconds in which the limit never bound and no more requests were in flight than the KV cache
-    holds with every request at its full size, after which a limit above that goes back to it."""
+    """Seconds in which the limit never bound and no more requests were in flight than the restart
+    limit (`initial`, or what the KV cache holds with every request at its full size where fewer),
+    after which a limit above that goes back to it."""
     evidence_alpha: float = _param(0.01, 0.0, 1.0)
     hidden_share: float = _param(0.5, 0.0, 1.0)
     """Growth stops while more than this share of the last increase is held outside the engine."""

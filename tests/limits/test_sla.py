@@ -152,25 +152,28 @@ def test_a_met_target_clears_the_floor(obs: ObsFactory) -> None:
 
 
 def test_not_binding_never_moves_whatever_latency_or_counters_say(obs: ObsFactory) -> None:
-    d = algo().update(obs(limit=10, peak_inflight=0, p90={"ttft": 5.0}, preemptions_delta=40.0))
+    d = algo().update(obs(limit=8, peak_inflight=0, p90={"ttft": 5.0}, preemptions_delta=40.0))
     assert (d.direction, d.reason) == (Direction.HOLD, "not_binding")
 
 
-def test_an_idle_limit_past_what_the_kv_cache_holds_restarts_from_it(obs: ObsFactory) -> None:
-    # 25 was kept under steady load; 15 requests fit at their full size. After 2 s without
-    # binding, the next requests would come together: the limit goes back to 15, and no lower.
+def test_an_idle_limit_restarts_where_a_fresh_gateway_starts(obs: ObsFactory) -> None:
+    # 25 was kept under steady load. After 2 s without binding, the next requests would come
+    # together: the limit goes back to the initial 8 (15 fit at their full size), and no lower.
     a = algo()
+    assert a.params.initial == 8
     a.update(obs(limit=25, p90={"ttft": 0.5}, now=100.0, kv_fits_whole=15))
     idle = obs(limit=25, peak_inflight=3, p90={"ttft": 5.0}, now=101.0, kv_fits_whole=15)
     assert a.update(idle).direction is Direction.HOLD
     d = a.update(replace(idle, now=102.0))
-    assert (d.limit, d.direction, d.reason) == (15, Direction.DOWN, "not_binding")
-    assert a.update(replace(idle, now=110.0, limit=15)).direction is Direction.HOLD
-    # Not knowing what the cache holds, or at or under it, the idle limit holds ...
-    assert a.update(replace(idle, now=110.0, kv_fits_whole=None)).direction is Direction.HOLD
-    assert a.update(replace(idle, now=110.0, limit=12)).direction is Direction.HOLD
+    assert (d.limit, d.direction, d.reason) == (8, Direction.DOWN, "not_binding")
+    assert a.update(replace(idle, now=110.0, limit=8)).direction is Direction.HOLD
+    # Where fewer than that fit at their full size, to what fits; not knowing, to the initial limit.
+    assert a.update(replace(idle, now=110.0, kv_fits_whole=5)).limit == 5
+    assert a.update(replace(idle, now=110.0, kv_fits_whole=None)).limit == 8
+    # A limit under the restart limit holds ...
+    assert a.update(replace(idle, now=110.0, limit=6)).direction is Direction.HOLD
     # ... and so does one under which more than that stay in flight (a load steady below it).
-    steady = replace(idle, peak_inflight=20)
+    steady = replace(idle, peak_inflight=9)
     assert all(a.update(replace(steady, now=120.0 + t)).direction is Direction.HOLD for t in range(5))
 
 
