@@ -23,6 +23,8 @@ gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
                             implies a change of the backend below K), else L / r (sla_steps.cut)
                                                                                        p90_over_target
     r > 1 on too little evidence                     hold                   insufficient_samples
+    r <= 1, binding, since a restart from L' (the limit before it), L < min(L', W)
+                                                     L <- min(2 L, L', W)   probe
     a lower limit delivered more than (1 + g) x L's rate beyond the noise    down   throughput_falls
     r < u, binding, probe due, under J, no knee known  L <- L + max(p L, min(room, R))            probe
     r < u, binding, probe due, from J on or near a known knee
@@ -46,7 +48,12 @@ Why each rule:
   after 18 s idle, 40 clients met a limit of 25 with W 15: the engine's TTFT P90 was 2.05 s
   against a 1.0-s SLA; on a slower host they met 15 and the first 12 TTFTs at the gateway read
   1.28 s. So the limit restarts where a fresh gateway starts, as TCP restarts an idle connection
-  from its initial window (RFC 5681, 4.1), and climbs back on evidence from there.
+  from its initial window (RFC 5681, 4.1), and, as TCP's slow start climbs back to the threshold
+  it kept, doubles each tick back toward L' while within target, without waiting for new
+  evidence: L' was measured, and only the burst was not. So the requests come in groups a tick
+  apart, each at most the limit before it (8 and then 7 a tick later: the engine's TTFT P90 0.95 s and
+  1.00-1.05 of direct's throughput in that phase; at 8 waiting for evidence, 0.72 s and 0.79-0.86).
+  Not past W: past it a raise is judged on its gain. A P90 over target ends the climb back.
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine,
   so the limit climbs on throughput instead (gateway.limits.sla_probe says how and why). A floor
   waits, held, until the lowest limit has been measured for `floor_dwell`: a slowdown that passes
@@ -128,6 +135,7 @@ class SLALimit:
         self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._last_move = Direction.HOLD
         self._used_at = -math.inf  # the last tick the limit bound, or more than min(I, W) were in flight
+        self._resume: int | None = None  # after a restart: the limit to double back toward
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
         self._settling = Settling(self.params.settle)
@@ -200,6 +208,8 @@ class SLALimit:
             self._used_at = obs.now  # the limit past the restart limit is in use
         idle = obs.now - self._used_at
         if obs.limit > restart and idle >= self.params.idle_restart:
+            whole = obs.kv_fits_whole
+            self._resume = obs.limit if whole is None else min(obs.limit, whole)
             return decide(
                 obs,
                 restart,
@@ -218,6 +228,7 @@ class SLALimit:
     # -- over target ----------------------------------------------------------------------------
 
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
+        self._resume = None
         target = self.sla.target(signal)
         assert target is not None
         fresh = self.ledger.fresh(obs.now)
@@ -274,6 +285,11 @@ class SLALimit:
         here = self.ledger.get(limit)
         if self._probes.measuring:
             return self._probes.judge(obs)
+        if self._resume is not None and limit < self._resume:
+            step = min(limit, self._resume - limit)
+            back = f"+{step} back toward {self._resume}, the limit before the pause"
+            return decide(obs, limit + step, "probe", back)
+        self._resume = None
         best = self.ledger.best(now, self.params.probe_dwell)
         if (
             self._probes.measured(obs, here)

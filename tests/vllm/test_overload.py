@@ -11,8 +11,8 @@ of the direct run's (it is usually higher: fewer preemptions, less recomputation
 empty: the controller raises the limit past what the KV cache holds where that delivers
 more within the SLA, and vLLM queues the requests it cannot fit. The second gateway phase
 follows 18 s in which the gateway was idle: it starts from the initial limit, as the first
-does, not from the limit the first reached, at which 40 requests arriving at once would
-prefill together and grow together.
+does, and doubles back toward the limit the first reached a tick at a time, not at once: 40
+requests arriving together would prefill together and grow together.
 
 TTFT is the engine's own (vllm:time_to_first_token_seconds, differenced over the phase),
 which is what the gateway's admission protects; the clients' TTFT through the gateway also
