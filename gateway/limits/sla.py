@@ -203,13 +203,12 @@ class SLALimit:
     def _idle(self, obs: Observation) -> Decision:
         """Hold; but a limit above the restart limit goes back to it after `idle_restart` seconds
         in which it never bound and no more than that were in flight (the restart rule)."""
-        restart = self._restart_limit(obs)
+        restart = whole_at_most(obs, self.params.initial)
         if obs.peak_inflight > restart:
             self._used_at = obs.now  # the limit past the restart limit is in use
         idle = obs.now - self._used_at
         if obs.limit > restart and idle >= self.params.idle_restart:
-            whole = obs.kv_fits_whole
-            self._resume = obs.limit if whole is None else min(obs.limit, whole)
+            self._resume = whole_at_most(obs, obs.limit)
             return decide(
                 obs,
                 restart,
@@ -218,12 +217,6 @@ class SLALimit:
                 "the KV cache holds with every request at its full size, the fewer",
             )
         return decide(obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}")
-
-    def _restart_limit(self, obs: Observation) -> int:
-        """min(I, W): the initial limit, or what the KV cache holds with every request at its full
-        size where that is fewer."""
-        whole = obs.kv_fits_whole
-        return self.params.initial if whole is None else min(self.params.initial, whole)
 
     # -- over target ----------------------------------------------------------------------------
 
@@ -317,3 +310,10 @@ class SLALimit:
                 return decide(obs, limit + step, "probe", f"worst P90/target {on.ratio:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {on.ratio:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
+
+
+def whole_at_most(obs: Observation, limit: int) -> int:
+    """min(limit, W): `limit`, or what the KV cache holds with every request at its full size where
+    that is known and fewer (the restart goes to min(I, W), and climbs back to min(L', W))."""
+    whole = obs.kv_fits_whole
+    return limit if whole is None else min(limit, whole)
