@@ -11,6 +11,8 @@ worst P90/target ratio and that P90 measured at L:
     count (that it ran), over the seconds it was read
     ratio <- the newest value (the window P90 already averages over the requests behind it)
     noise = (lumped / tokens) / sqrt(finished)    relative standard deviation of the rate
+    outside seconds = hidden x seconds / finished    mean seconds a request spent outside the
+                                                     engine (Little's law: mean held / rate)
 
 Why decayed sums rather than the latest interval: one second of a non-streaming workload holds a
 handful of finished requests, so a rate over one interval is too noisy to compare two limits; the
@@ -97,6 +99,14 @@ class Entry:
         """Mean requests the engine ran (None if never measured)."""
         return self.batch.mean
 
+    @property
+    def outside_seconds(self) -> float | None:
+        """Mean seconds a request spent in flight outside the engine, by Little's law: the mean
+        requests held there over the requests finished per second (None before any finished)."""
+        if self.hidden is None or self.finished <= 0:
+            return None
+        return self.hidden * self.seconds / self.finished
+
 
 class Ledger:
     def __init__(self, half_life: float, memory: float) -> None:
@@ -143,6 +153,12 @@ class Ledger:
         e = self._entry(now, limit)
         e.ratio, e.signal, e.p90, e.at = ratio, signal, p90, now
         return e
+
+    def forget_latency(self, keep: int) -> None:
+        """Forget the P90s read at every limit but `keep`: they describe conditions that have gone."""
+        for e in self._entries.values():
+            if e.limit != keep:
+                e.ratio, e.signal, e.p90 = None, None, None
 
     def get(self, limit: int) -> Entry | None:
         return self._entries.get(limit)

@@ -62,6 +62,9 @@ Why each rule:
 - The front end's delay proves a floor only where a limit at least `floor_span` times higher showed
   it too (gateway.limits.sla_floor), so the limit holds for it only there: elsewhere holding only
   postpones the cut that leads to such a limit (8 s of an infeasible SLA at 4 on the real engine).
+- A floor made of time spent outside the engine is forgotten once the limit in force shows that
+  time gone (gateway.limits.sla_floor says how), and so are the P90s read at every other limit:
+  they were read with that time in them, and left in the ledger they proved the same floor again.
 - A cut takes effect only once the requests admitted above it have finished (gateway.limits.in_force)
   and then as requests dispatched after it finish; a limit's P90s count once it has settled and
   its rate once its requests have turned over (gateway.limits.sla_settling), and a second cut waits
@@ -225,6 +228,11 @@ class SLALimit:
         target = self.sla.target(signal)
         assert target is not None
         fresh = self.ledger.fresh(obs.now)
+        if self._floor.outlived(obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90):
+            # The time outside the engine that made the floor is gone; the other limits read it.
+            self._floor.forget()
+            self.ledger.forget_latency(keep=obs.limit)
+            fresh = self.ledger.fresh(obs.now)
         floor = self._floor.find(obs, signal, target, self._settling.settled(obs), fresh)
         if floor is not None:
             return self._infeasible(obs, floor)

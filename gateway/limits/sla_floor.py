@@ -35,7 +35,21 @@ The floor reported is, per signal over target, the lowest P90 of it measured at 
 target (or the part spent outside the engine): each entry keeps the signal of its worst ratio, and
 under an SLA on TTFT and TPOT the ledger holds both; reported under one name, a TPOT P90 read as a
 TTFT floor of 0.008 s against a target of 0.03 on the real engine.
-ProvenFloor tries both and remembers a floor for `floor_memory` seconds after it was last proven.
+ProvenFloor tries both and remembers a floor for `floor_memory` seconds after it was last proven,
+unless it was time spent outside the engine that has gone since. A floor is outside the engine when
+the front end's delay proved it, or when it is a TTFT floor proven along the limit and, at its
+lowest limit, requests spent at least the target outside the engine: by Little's law their mean
+seconds there are the mean requests held outside over the requests finished per second
+(`Entry.outside_seconds`), and the P90 is taken as ln 10 times the mean, that of an exponential
+delay. Such a floor is outlived once the limit in force, measured for the dwell, shows that P90
+under the target. Why: on the real engine the front end stalled a fresh gateway's first requests
+for 7 s (8 and then 4 in flight, none running), which proved a floor at both limits; the limit went
+to what the KV cache holds and kept the floor for the 120-s memory at a TTFT P90 of 2.4-2.8 s
+against 0.37, while the front end held 0-2 requests of 46-64 there. Little's law and not the
+proxy's TTFT P90 minus the engine's: at such a limit the engine's P90 falls in its 1.0-2.5-s
+histogram bucket, off by up to a second, while the count of requests outside is exact. Floors of
+the engine's own latency (a prefill slower than the target, a TPOT floor) are not outside it and
+last their memory.
 No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
 FrontEndDelay and ProvenFloor keep what they have seen between ticks.
 """
@@ -48,6 +62,9 @@ from collections.abc import Sequence
 from gateway.limits.ledger import Entry
 from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation, Signal
+
+EXPONENTIAL_P90 = math.log(10.0)
+"""The P90 of an exponentially distributed delay over its mean."""
 
 
 def outside_engine(obs: Observation) -> float | None:
@@ -133,29 +150,50 @@ def along_the_limit(
     return found or None
 
 
+def spent_outside(e: Entry, target: float) -> bool:
+    """Whether the P90 of the seconds requests spent outside the engine at `e`'s limit, taken as
+    `EXPONENTIAL_P90` x their mean (Little's law, `Entry.outside_seconds`), reaches `target`; False
+    where not measured."""
+    seconds = e.outside_seconds
+    return seconds is not None and EXPONENTIAL_P90 * seconds >= target
+
+
 class ProvenFloor:
-    """The latency floor proven this tick by either proof, else the one proven within `floor_memory`."""
+    """The latency floor proven this tick by either proof, else the one proven within `floor_memory`,
+    unless the front end's delay that proved it is gone (`outlived`)."""
 
     def __init__(self, p: SLAParams) -> None:
         self.front_end = FrontEndDelay(dwell=p.probe_dwell, span=p.floor_span, memory=p.memory)
         self._p = p
         self._found: tuple[dict[Signal, float], float] | None = None  # the floor, and until when
+        self._outside = False  # whether it is time spent outside the engine
 
     def find(
         self, obs: Observation, signal: Signal, target: float, settled: bool, entries: Sequence[Entry]
     ) -> dict[Signal, float] | None:
         spent = self.front_end.floor(obs, target, settled) if signal == "ttft" else None
         found: dict[Signal, float] | None = None if spent is None else {"ttft": spent}
+        outside = found is not None
         if found is None:
             found = along_the_limit(entries, obs.floor, span=self._p.floor_span, dwell=self._p.floor_dwell)
+            low = next((e for e in entries if e.ratio is not None), None)
+            outside = signal == "ttft" and found is not None and set(found) == {"ttft"}
+            outside = outside and low is not None and spent_outside(low, target)
         if found is None:
             return self.remembered(obs.now)
-        self._found = (found, obs.now + self._p.floor_memory)
+        self._found, self._outside = (found, obs.now + self._p.floor_memory), outside
         return found
 
     def remembered(self, now: float) -> dict[Signal, float] | None:
         return self._found[0] if self._found is not None and now < self._found[1] else None
 
+    def outlived(self, now: float, here: Entry | None, target: float | None) -> bool:
+        """Whether the floor remembered is time spent outside the engine and `here` (the entry of the
+        limit in force, measured for the dwell) shows it gone: under the TTFT `target` (`spent_outside`)."""
+        if not self._outside or self.remembered(now) is None or here is None or target is None:
+            return False
+        return here.measured >= self._p.probe_dwell and not spent_outside(here, target)
+
     def forget(self) -> None:
-        """A target met: no floor is remembered any more."""
-        self._found = None
+        """A target met, or the time outside the engine gone: no floor is remembered any more."""
+        self._found, self._outside = None, False

@@ -54,3 +54,23 @@ def test_a_limit_measured_again_after_a_gap_still_counts_as_measured() -> None:
     assert again.seconds < 4.0 and again.measured == 6.0
     best = ledger.best(127.0, 4.0)
     assert best is not None and best.limit == 19
+
+
+def test_the_seconds_spent_outside_the_engine_follow_littles_law() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    assert ledger.record_rate(100.0, 9, 1000.0, 1.0, hidden=2.0).outside_seconds is None  # none finished
+    # Two requests held outside on average while four finish a second: each spent half a second there.
+    for t in range(1, 5):
+        e = ledger.record_rate(100.0 + t, 8, 1000.0, 1.0, finished=4.0, hidden=2.0)
+    assert e.outside_seconds == pytest.approx(0.5)
+
+
+def test_forgetting_latency_keeps_the_rates_and_the_limit_in_force() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    ledger.record_rate(100.0, 4, 300.0, 1.0)
+    ledger.record_ratio(100.0, 4, 2.0, "ttft", 0.8)
+    ledger.record_ratio(110.0, 46, 6.0, "ttft", 2.4)
+    ledger.forget_latency(keep=46)
+    low, high = ledger.fresh(111.0)
+    assert (low.ratio, low.signal, low.p90, low.rate) == (None, None, None, 300.0)
+    assert (high.ratio, high.p90) == (6.0, 2.4)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from limits_helpers import engine_stats, make_obs
 
-from gateway.limits.ledger import Entry
-from gateway.limits.sla_floor import FrontEndDelay, along_the_limit
+from gateway.limits.ledger import Entry, Ledger
+from gateway.limits.sla_floor import FrontEndDelay, ProvenFloor, along_the_limit
+from gateway.limits.sla_params import SLAParams
 from gateway.types import Observation
 
 
@@ -95,3 +96,51 @@ def test_the_front_ends_delay_holds_the_limit_only_where_it_can_prove_a_floor() 
     assert not delay.in_doubt(delayed(100.0, 8))  # no limit twice as high showed it: nothing to wait for
     assert delay.in_doubt(delayed(101.0, 4))  # 8 showed it, so 4 can prove it
     assert not delay.in_doubt(delayed(108.0, 4))  # over target for twice the dwell: decided
+
+
+def at_limit(outside: float, per_second: float, seconds: int = 4) -> Entry:
+    """A limit measured for `seconds`: `outside` requests held outside the engine on average while
+    `per_second` finished each second."""
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    for t in range(seconds):
+        e = ledger.record_rate(110.0 + t, 46, 900.0, 1.0, finished=per_second, hidden=outside)
+    return e
+
+
+def test_a_floor_proven_on_the_front_ends_delay_is_outlived_once_the_front_end_holds_little() -> None:
+    found = ProvenFloor(SLAParams())
+    for i in range(5):
+        found.find(delayed(100.0 + i, 8), "ttft", 1.0, True, [])
+    assert found.find(delayed(105.0, 4), "ttft", 1.0, True, []) == {"ttft": 1.2}
+    # At 46, 1 request outside while 12.5 finish a second: 0.08 s each, 0.18 s as a P90; the
+    # target is 1 s.
+    assert found.outlived(114.0, at_limit(1.0, 12.5), 1.0)
+    assert not found.outlived(114.0, at_limit(1.0, 12.5, seconds=3), 1.0)  # not measured for the dwell
+    # 6 outside at that pace: 0.48 s each, 1.1 s as a P90 of an exponential delay: it still holds.
+    assert not found.outlived(114.0, at_limit(6.0, 12.5), 1.0)
+
+
+def test_a_ttft_floor_along_the_limit_is_outlived_only_where_it_was_spent_outside_the_engine() -> None:
+    # 4 and 8 read TTFT 0.85-1.0 s against 0.32 while the front end held each request about 1 s
+    # (4 outside while 4 finished a second at 4): a stall, gone once 46 holds 1 at 12.5 a second.
+    def stalled(outside: float) -> list[Entry]:
+        low, high = at_limit(outside, 4.0), entry(8, 2.62, 0.846)
+        low.limit, low.ratio, low.signal, low.p90 = 4, 3.16, "ttft", 1.0
+        high.signal = "ttft"
+        return [low, high]
+
+    found = ProvenFloor(SLAParams())
+    assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(4.0)) == {"ttft": 0.846}
+    assert found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+    # The same floor with nothing held outside the engine is the engine's own latency.
+    assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(0.0)) is not None
+    assert not found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+
+
+def test_a_tpot_floor_is_not_outlived_by_the_front_end() -> None:
+    found = ProvenFloor(SLAParams())
+    entries = [entry(5, 1.07, 0.016), entry(12, 1.05, 0.0158)]
+    for e in entries:
+        e.measured = 4.0
+    assert found.find(make_obs(now=100.0, limit=5), "tpot", 0.015, True, entries) is not None
+    assert not found.outlived(114.0, at_limit(0.0, 12.5), 1.0)
