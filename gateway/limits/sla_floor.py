@@ -160,7 +160,7 @@ def spent_outside(e: Entry, target: float) -> bool:
 
 class ProvenFloor:
     """The latency floor proven this tick by either proof, else the one proven within `floor_memory`,
-    unless the front end's delay that proved it is gone (`outlived`)."""
+    unless it is time spent outside the engine that has gone since (`outlived`)."""
 
     def __init__(self, p: SLAParams) -> None:
         self.front_end = FrontEndDelay(dwell=p.probe_dwell, span=p.floor_span, memory=p.memory)
@@ -177,8 +177,13 @@ class ProvenFloor:
         if found is None:
             found = along_the_limit(entries, obs.floor, span=self._p.floor_span, dwell=self._p.floor_dwell)
             low = next((e for e in entries if e.ratio is not None), None)
-            outside = signal == "ttft" and found is not None and set(found) == {"ttft"}
-            outside = outside and low is not None and spent_outside(low, target)
+            outside = (
+                signal == "ttft"
+                and found is not None
+                and set(found) == {"ttft"}
+                and low is not None
+                and spent_outside(low, target)
+            )
         if found is None:
             return self.remembered(obs.now)
         self._found, self._outside = (found, obs.now + self._p.floor_memory), outside
