@@ -227,12 +227,11 @@ class SLALimit:
         self._resume = None
         target = self.sla.target(signal)
         assert target is not None
-        fresh = self.ledger.fresh(obs.now)
         if self._floor.outlived(obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90):
             # The time outside the engine that made the floor is gone; the other limits read it.
             self._floor.forget()
             self.ledger.forget_latency(keep=obs.limit)
-            fresh = self.ledger.fresh(obs.now)
+        fresh = self.ledger.fresh(obs.now)
         floor = self._floor.find(obs, signal, target, self._settling.settled(obs), fresh)
         if floor is not None:
             return self._infeasible(obs, floor)

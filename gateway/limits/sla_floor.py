@@ -176,13 +176,11 @@ class ProvenFloor:
         outside = found is not None
         if found is None:
             found = along_the_limit(entries, obs.floor, span=self._p.floor_span, dwell=self._p.floor_dwell)
-            low = next((e for e in entries if e.ratio is not None), None)
             outside = (
                 signal == "ttft"
                 and found is not None
                 and set(found) == {"ttft"}
-                and low is not None
-                and spent_outside(low, target)
+                and spent_outside(next(e for e in entries if e.ratio is not None), target)
             )
         if found is None:
             return self.remembered(obs.now)
