@@ -73,6 +73,11 @@ class SLA:
     def targets(self) -> dict[Signal, float]:
         return {s: t for s in SIGNALS if (t := self.target(s)) is not None}
 
+    def met_by(self, sample: Sample) -> bool:
+        """Whether every latency `sample` measured is at or under its target (one it could not
+        measure, a non-streaming answer's TTFT, is not judged): its tokens count as goodput."""
+        return all((v := sample.value(s)) is None or v <= t for s, t in self.targets().items())
+
 
 @dataclass(frozen=True, slots=True)
 class EngineStats:
@@ -177,6 +182,11 @@ class Observation:
     backend's own count."""
     finished: int = 0
     """Requests that finished since the previous tick."""
+    answered_tokens: float = 0.0
+    """Output tokens of the requests that finished well since the previous tick."""
+    missed_tokens: float = 0.0
+    """Of `answered_tokens`, those of requests that missed an SLA target (`SLA.met_by`): throughput
+    but not goodput."""
     outside_engine: float | None = None
     """Requests in flight through the gateway that the last scrape counted neither running nor
     waiting (`EngineStats.outside`); None without such a scrape."""

@@ -49,6 +49,11 @@ second of an epoch the backend's histogram holds the requests that finished in t
 interval, sent under the old limit, and its P90 is interpolated within buckets a factor of 2 wide
 (e2e 2.5-5 s); taken as the new limit's on `min_samples` values it cut limits that met the target.
 
+Answered tokens (`take_answered`): the output tokens of the requests that finished well since the
+previous take, and of those that missed an SLA target (`SLA.met_by`), so the algorithm can weigh
+each limit's goodput; a request counts once, when it finishes, since only then are its latencies
+known.
+
 Delivered tokens: output tokens since the previous `take_delivered`, counting each stream's events
 as they arrive, k tokens each (1 before k is known), and, when a request finishes, the rest of its
 output tokens; each token once. The rest corrects the credit to the stream's `usage` both ways, so
@@ -130,6 +135,9 @@ class Evidence:
         """Output tokens of finished requests not yet counted, since the previous take."""
         self._lumped = (0.0, 0)
         """Those tokens and the requests they came from, since the previous `take_lumped`."""
+        self._answered = (0.0, 0.0)
+        """Output tokens of requests that finished well, and of those that missed a target, since
+        the previous `take_answered`."""
         self._event_size = TokensPerEvent()
 
     @property
@@ -180,6 +188,8 @@ class Evidence:
         self._lumped = (self._lumped[0] + abs(remainder), self._lumped[1] + 1)
         if sample.ok:
             self._window.add(sample)
+            missed = 0 if self.sla.met_by(sample) else sample.output_tokens
+            self._answered = (self._answered[0] + sample.output_tokens, self._answered[1] + missed)
 
     # -- what the tick reads ------------------------------------------------------------------
 
@@ -277,6 +287,12 @@ class Evidence:
         since the previous take: the delivered tokens that come a whole answer at a time."""
         lumped, self._lumped = self._lumped, (0.0, 0)
         return lumped
+
+    def take_answered(self) -> tuple[float, float]:
+        """Output tokens of the requests that finished well since the previous take, and of those
+        that missed an SLA target: goodput is the rest."""
+        answered, self._answered = self._answered, (0.0, 0.0)
+        return answered
 
 
 def _rank(sorted_values: list[float], q: float) -> float:

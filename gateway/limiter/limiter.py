@@ -260,6 +260,7 @@ class Limiter:
         p90, p50, counts, values = evidence.percentiles(live, self._control_samples, self._engine_stats)
         lumped, finished = evidence.take_lumped()
         received = evidence.take_delivered()
+        answered, missed = evidence.take_answered()
         generated = self._generated(now, peak, interval)
         return Observation(
             now=now,
@@ -283,6 +284,8 @@ class Limiter:
             delivered_tokens=float(received) if generated is None else generated,
             lumped_tokens=float(lumped) if generated is None else 0.0,
             finished=finished,
+            answered_tokens=answered,
+            missed_tokens=missed,
             outside_engine=None if self._engine_stats is None else self._engine_stats.outside(inflight),
             interval=interval,
             kv_fits=self._kv.kv_ceiling(),

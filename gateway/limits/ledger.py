@@ -2,15 +2,19 @@
 
 One entry per limit L. Each control interval while L binds adds its delivered output tokens, its
 length in seconds, the requests that finished, the tokens that came in one piece when a request
-finished (a non-streaming answer), the requests held outside the engine and those it ran; and the
-worst P90/target ratio and that P90 measured at L:
+finished (a non-streaming answer), the output tokens of the requests that finished and of those
+that missed an SLA target, the requests held outside the engine and those it ran; and the worst
+P90/target ratio and that P90 measured at L:
 
     w = 2^(-(now - last update) / half_life)
-    x <- w x x + this interval's x   for tokens, seconds, finished, lumped, hidden, running
+    x <- w x x + this interval's x   for tokens, seconds, finished, lumped, answered, missed,
+                                     hidden, running
     rate = tokens / seconds,  hidden (running) = mean requests in flight that the engine did not
     count (that it ran), over the seconds it was read
     ratio <- the newest value (the window P90 already averages over the requests behind it)
     noise = (lumped / tokens) / sqrt(finished)    relative standard deviation of the rate
+    met = 1 - missed / answered                   share of the output that met every target
+    goodput = rate x met,  its standard deviation  rate x sqrt((met x noise)^2 + met (1 - met) / finished)
     outside seconds = hidden x seconds / finished    mean seconds a request spent outside the
                                                      engine (Little's law: mean held / rate)
 
@@ -20,6 +24,9 @@ half-life keeps what a limit delivered minutes ago (another capacity, another mi
 Why the noise: tokens that arrive a whole answer at a time are a count of finished requests times
 their length, and a count of n events varies by about sqrt(n) (Poisson); tokens streamed one at a
 time vary far less, so only the lumped share carries that noise.
+Why goodput as rate x met: the rate is the engine's own count where there is one, without lumps,
+and only finished requests say whether they met the targets; their share of n finished varies as a
+binomial count does, by sqrt(met (1 - met) / n).
 Entries not updated for `memory` seconds are forgotten, so every conclusion drawn from the table
 (the best limit, a knee, a latency floor the limit does not control) is re-measured that often.
 Whether an entry stands on enough measurement is judged on its seconds not decayed: the sums decay
@@ -67,6 +74,10 @@ class Entry:
     """Seconds of measurement behind the entry, not decayed: whether it stands on enough."""
     finished: float = 0.0
     lumped: float = 0.0
+    answered: float = 0.0
+    """Output tokens of the requests that finished."""
+    missed: float = 0.0
+    """Of those, the tokens of requests that missed an SLA target."""
     outside: TimeWeightedMean = field(default_factory=TimeWeightedMean)
     """Requests in flight that the engine counted neither running nor waiting."""
     batch: TimeWeightedMean = field(default_factory=TimeWeightedMean)
@@ -88,6 +99,23 @@ class Entry:
         if self.tokens <= 0 or self.lumped <= 0:
             return 0.0
         return (self.lumped / self.tokens) / math.sqrt(max(self.finished, 1.0))
+
+    @property
+    def met(self) -> float:
+        """Share of the answered output whose request met every target (1 before any answered)."""
+        return 1.0 - self.missed / self.answered if self.answered > 0 else 1.0
+
+    @property
+    def met_sd(self) -> float:
+        """Standard deviation of `met`, a share of the answers finished: sqrt(met (1 - met) / n)."""
+        return math.sqrt(self.met * (1.0 - self.met) / max(self.finished, 1.0))
+
+    def delivery(self, good: bool) -> tuple[float, float]:
+        """Output tokens/s and its standard deviation; with `good` of goodput, the tokens of requests
+        that met every target."""
+        if not good:
+            return self.rate, self.rate * self.noise
+        return self.rate * self.met, self.rate * math.hypot(self.met * self.noise, self.met_sd)
 
     @property
     def hidden(self) -> float | None:
@@ -132,6 +160,8 @@ class Ledger:
         *,
         finished: float = 0.0,
         lumped: float = 0.0,
+        answered: float = 0.0,
+        missed: float = 0.0,
         hidden: float | None = None,
         running: float | None = None,
     ) -> Entry:
@@ -143,6 +173,8 @@ class Ledger:
         e.measured += seconds
         e.finished = w * e.finished + finished
         e.lumped = w * e.lumped + lumped
+        e.answered = w * e.answered + answered
+        e.missed = w * e.missed + missed
         e.outside.add(w, hidden, seconds)
         e.batch.add(w, running, seconds)
         e.at = now
@@ -155,10 +187,12 @@ class Ledger:
         return e
 
     def forget_latency(self, keep: int) -> None:
-        """Forget the P90s read at every limit but `keep`: they describe conditions that have gone."""
+        """Forget the P90s and the targets missed at every limit but `keep`: they describe conditions
+        that have gone."""
         for e in self._entries.values():
             if e.limit != keep:
                 e.ratio, e.signal, e.p90 = None, None, None
+                e.answered, e.missed = 0.0, 0.0
 
     def get(self, limit: int) -> Entry | None:
         return self._entries.get(limit)
@@ -170,10 +204,11 @@ class Ledger:
             key=lambda e: e.limit,
         )
 
-    def best(self, now: float, min_seconds: float) -> Entry | None:
-        """The fresh entry with the highest delivery rate (the lower limit on a tie)."""
+    def best(self, now: float, min_seconds: float, *, good: bool) -> Entry | None:
+        """The fresh entry with the highest delivery rate, or goodput if `good` (the lower limit on a
+        tie)."""
         entries = self.fresh(now, min_seconds)
-        return max(entries, key=lambda e: (e.rate, -e.limit)) if entries else None
+        return max(entries, key=lambda e: (e.delivery(good)[0], -e.limit)) if entries else None
 
     def below(self, now: float, limit: int) -> Entry | None:
         """The fresh entry with a latency ratio at the highest limit below `limit`."""

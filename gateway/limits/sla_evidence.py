@@ -112,24 +112,28 @@ def fits_whole(obs: Observation) -> int | None:
     return min((k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None), default=None)
 
 
-def gains(a: Entry, b: Entry, min_gain: float, z: float) -> bool:
-    """Whether `a` delivered more than (1 + min_gain) x `b`, by more than z x both counts' noise."""
-    noise = math.hypot(a.rate * a.noise, b.rate * b.noise)
-    return a.rate - (1.0 + min_gain) * b.rate > z * noise
+def gains(a: Entry, b: Entry, min_gain: float, z: float, *, good: bool) -> bool:
+    """Whether `a` delivered more than (1 + min_gain) x `b`, by more than z x both counts' noise:
+    in output tokens/s, or in goodput if `good` (`Entry.delivery`)."""
+    (rate_a, sd_a), (rate_b, sd_b) = a.delivery(good), b.delivery(good)
+    return rate_a - (1.0 + min_gain) * rate_b > z * math.hypot(sd_a, sd_b)
 
 
-def probe_kept(here: Entry, start: Entry, p: SLAParams, more_time: bool, on_point: bool) -> bool | None:
+def probe_kept(
+    here: Entry, start: Entry, p: SLAParams, more_time: bool, on_point: bool, *, good: bool
+) -> bool | None:
     """Whether a probe from `start` to `here` is kept: yes on a gain beyond the noise, no on none
     within it; a gain the noise leaves open waits (None) while there is `more_time` to measure, then
-    is decided by its point estimate if `on_point`, else undone."""
-    if gains(here, start, p.min_gain, p.noise_z):
+    is decided by its point estimate if `on_point`, else undone. In goodput if `good`."""
+    (rate, sd), (base, base_sd) = here.delivery(good), start.delivery(good)
+    noise, bar = p.noise_z * math.hypot(sd, base_sd), (1.0 + p.min_gain) * base
+    if rate - bar > noise:
         return True
-    noise = p.noise_z * math.hypot(here.rate * here.noise, start.rate * start.noise)
-    if here.rate + noise <= (1.0 + p.min_gain) * start.rate:
+    if rate + noise <= bar:
         return False
     if more_time:
         return None
-    return on_point and here.rate > (1.0 + p.min_gain) * start.rate
+    return on_point and rate > bar
 
 
 def hidden(obs: Observation) -> float | None:
@@ -178,5 +182,6 @@ def held_outside(
     return f"{grew:.1f} of the last {limit - base.limit} more in flight are held outside the engine"
 
 
-def compare(a: Entry, b: Entry) -> str:
-    return f"{a.limit} delivered {a.rate:.0f} tok/s, {b.limit} {b.rate:.0f} tok/s"
+def compare(a: Entry, b: Entry, *, good: bool) -> str:
+    what = "good tok/s" if good else "tok/s"
+    return f"{a.limit} delivered {a.delivery(good)[0]:.0f} {what}, {b.limit} {b.delivery(good)[0]:.0f} {what}"

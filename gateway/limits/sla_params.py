@@ -35,6 +35,10 @@ class SLAParams:
     """p: a step near a known knee is max(1, p x L)."""
     rate_probe_gain: float = _param(0.5, 0.0, 1.0, low_open=True)
     """q: a step when only throughput decides (SLA infeasible) is max(1, q x L)."""
+    min_met: float = _param(0.9, 0.0, 1.0)
+    """Where less than this share of the output met every target (by more than `noise_z` standard
+    deviations of the share), a lower limit is tried; a raise to a limit where less met is kept only
+    on a measured gain in goodput."""
     judged_past_kv: float = _param(1.0, 0.0)
     """From this multiple of the requests the KV cache holds (or holds with every request at its full
     size, where fewer), a raise within target is a throughput probe, kept only on a measured gain in

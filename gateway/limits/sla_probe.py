@@ -1,12 +1,17 @@
 """The `sla` controller's probes: a raise of the limit measured against the limit it came from, kept
 only on a measured gain in rate; and the throughput climb made of them where no limit meets the SLA.
 
-A probe from S to L is a throughput "step", a "jump" to K (the requests the KV cache holds), or a
-raise "within" target past what the cache holds (gateway.limits.sla). Each tick while one is being
-measured, in order (g = `min_gain`, z = `noise_z`, h = `hidden_share`):
+A probe from S to L is a throughput "step", a "jump" to K (the requests the KV cache holds), a
+raise "within" target past what the cache holds, or a step "down" within target where much of the
+output missed a target (gateway.limits.sla). "within" and "down" compare goodput (the rate times the
+share of the output that met every target, gateway.limits.ledger), the others the rate. Each tick
+while one is being measured, in order (g = `min_gain`, z = `noise_z`, h = `hidden_share`):
 
-    the engine ran no more requests at L than at S (gateway.limits.sla_batch)   back to S  no_gain
+    the engine ran no more requests at L than at S (gateway.limits.sla_batch), not down
+                                                                                back to S  no_gain
     L's rate not yet on `probe_dwell` seconds measured since its requests turned over  hold  probing
+    down: S's goodput over (1 + g) x L's by more than z x both counts' noise      back to S  no_gain
+          otherwise                                                            keep       probe
     more than max(1, h x (L - S)) of the raise held outside the engine, the rate not higher
                                                                                 back to S  no_gain
     L's rate over (1 + g) x S's by more than z x both counts' noise            keep       probe
@@ -49,6 +54,8 @@ Why each rule:
   in-flight count minus vLLM's running + waiting is the queue the engine cannot see (a busy front
   end): a raise that landed there without a higher rate only lengthens it
   (gateway.limits.sla_evidence.held_outside).
+- Down: a step down that delivered as much goodput has fewer misses for it, so only a clear loss
+  takes it back; the batch and the front end's queue only say whether a raise was taken up.
 - A probe undone doubles the wait before the next (gateway.limits.sla_pacing); one kept resets it.
 Pure: the caller passes each observation, with its time.
 """
@@ -74,13 +81,18 @@ class Probes:
         self._ledger, self._settling, self._batch = ledger, settling, batch
         self.pacing = ProbePacing(params.probe_every, params.max_probe_wait)
         self._from: int | None = None  # where the probe being measured started
-        self._kind: Literal["step", "jump", "within"] = "step"
+        self._kind: Literal["step", "jump", "within", "down"] = "step"
         self._step = 0  # the next step after one that gained in proportion (slow start)
 
     @property
     def measuring(self) -> bool:
         """Whether a probe is being measured."""
         return self._from is not None
+
+    @property
+    def lowering(self) -> bool:
+        """Whether a step down within target is being measured."""
+        return self._from is not None and self._kind == "down"
 
     @property
     def slow_start(self) -> int:
@@ -96,18 +108,23 @@ class Probes:
         """The raise from `start` about to be made within target is kept only on a measured gain."""
         self._from, self._kind = start, "within"
 
+    def lower(self, start: int) -> None:
+        """The step down from `start` about to be made within target goes back only if it delivered
+        clearly less goodput."""
+        self._from, self._kind = start, "down"
+
     def climb(self, obs: Observation) -> Decision:
         """Latency cannot be met: probe upward and keep a step only if the rate rose clearly."""
         now, limit = obs.now, obs.limit
         if self._from is not None:
             return self.judge(obs)
         here = self._ledger.get(limit)
-        best = self._ledger.best(now, self._p.probe_dwell)
+        best = self._ledger.best(now, self._p.probe_dwell, good=False)
         unknown = here is None or here.measured < self._p.probe_dwell  # never measured here
         if (
             best
             and best.limit != limit
-            and (unknown or (self.measured(obs, here) and self.gains(best, here)))
+            and (unknown or (self.measured(obs, here) and self.gains(best, here, good=False)))
         ):
             if not unknown and limit > best.limit:
                 self.pacing.wait_from(now)
@@ -123,29 +140,39 @@ class Probes:
         assert self._from is not None
         now, limit = obs.now, obs.limit
         here, start = self._ledger.get(limit), self._ledger.get(self._from)
-        if start is not None and (why := self._batch.no_gain(limit, start, self._p)) is not None:
+        down = self._kind == "down"
+        if start is not None and not down and (why := self._batch.no_gain(limit, start, self._p)) is not None:
             return self._undo(obs, why)
         if not self.measured(obs, here) or here is None:
             return decide(obs, limit, "probing", f"measuring {limit} against {self._from}")
-        held = held_outside(
-            self._ledger.fresh(now), limit, self._p.hidden_share, self._p.min_gain, hidden(obs)
+        held = (
+            None
+            if down
+            else held_outside(
+                self._ledger.fresh(now), limit, self._p.hidden_share, self._p.min_gain, hidden(obs)
+            )
         )
         keep: bool | None = held is None
-        if keep and start is not None:
+        # Within target goodput is won, and a raise undone meets the SLA; in the throughput climb
+        # latency is missed anyway.
+        good = self._kind in ("within", "down")
+        if keep and start is not None and down:
+            keep = not self.gains(start, here, good=True)  # fewer misses for as much goodput stay
+        elif keep and start is not None:
             more_time = self._settling.in_force_for < self._settling.turnover(obs) + self._p.probe_every
-            # Within target holding meets the SLA; in the throughput climb latency is missed anyway.
-            keep = probe_kept(here, start, self._p, more_time, on_point=self._kind != "within")
+            keep = probe_kept(here, start, self._p, more_time, on_point=self._kind != "within", good=good)
             if keep is None:
-                return decide(obs, limit, "probing", f"measuring {compare(here, start)}")
+                return decide(obs, limit, "probing", f"measuring {compare(here, start, good=good)}")
         if keep:
-            strong = start is None or here.rate >= start.rate * (
+            strong = start is None or here.delivery(good)[0] >= start.delivery(good)[0] * (
                 1.0 + 0.5 * (limit - start.limit) / start.limit
             )
-            self._step = 2 * (limit - self._from) if strong and self._kind != "jump" else 0
+            self._step = 2 * (limit - self._from) if strong and self._kind in ("step", "within") else 0
             self._from = None
-            self.pacing.held()
-            return decide(obs, limit, "probe", "" if start is None else compare(here, start))
-        return self._undo(obs, held or compare(start, here) if start else "")
+            if not down:
+                self.pacing.held()  # a raise held; a step down says nothing of the next raise
+            return decide(obs, limit, "probe", "" if start is None else compare(here, start, good=good))
+        return self._undo(obs, held or compare(start, here, good=good) if start else "")
 
     def measured(self, obs: Observation, here: Entry | None) -> bool:
         """Whether the current limit's rate stands on `probe_dwell` seconds measured since its requests
@@ -159,11 +186,16 @@ class Probes:
     def may_probe(self, obs: Observation) -> bool:
         """Settled, the wait after a failed probe over, and room below the ceiling. A throughput
         probe needs no P90: at a low limit with long answers 20 first tokens take minutes."""
-        return self._settling.settled(obs) and self.pacing.due(obs.now) and obs.limit < obs.ceiling
+        return self.may_lower(obs) and obs.limit < obs.ceiling
 
-    def gains(self, a: Entry, b: Entry | None) -> bool:
-        """Whether `a` delivered clearly more than `b` (gateway.limits.sla_evidence.gains)."""
-        return b is not None and gains(a, b, self._p.min_gain, self._p.noise_z)
+    def may_lower(self, obs: Observation) -> bool:
+        """Settled, and the wait after a failed probe over."""
+        return self._settling.settled(obs) and self.pacing.due(obs.now)
+
+    def gains(self, a: Entry, b: Entry | None, *, good: bool) -> bool:
+        """Whether `a` delivered clearly more than `b`, in goodput if `good`
+        (gateway.limits.sla_evidence.gains)."""
+        return b is not None and gains(a, b, self._p.min_gain, self._p.noise_z, good=good)
 
     def _up(self, obs: Observation, start: int) -> tuple[int, bool]:
         fresh = self._ledger.fresh(obs.now, self._p.probe_dwell)

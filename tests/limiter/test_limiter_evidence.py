@@ -240,6 +240,19 @@ def test_delivered_tokens_count_stream_progress_once_and_finished_requests_rest(
     assert ev.take_lumped() == (0, 0)
 
 
+def test_answered_tokens_say_which_missed_a_target() -> None:
+    ev, clock = evidence(sla=SLA(ttft_p90=0.5, tpot_p90=0.05, e2e_p90=4.0))
+    sent = clock.now
+    ev.finish("met", Sample(dispatched_at=sent, e2e=2.0, ttft=0.2, tpot=0.02, output_tokens=100))
+    ev.finish("slow tokens", Sample(dispatched_at=sent, e2e=3.0, ttft=0.2, tpot=0.08, output_tokens=30))
+    ev.finish("slow answer", Sample(dispatched_at=sent, e2e=5.0, output_tokens=50))
+    # A non-streaming answer has no TTFT or TPOT to judge: only its e2e is.
+    ev.finish("whole", Sample(dispatched_at=sent, e2e=3.0, output_tokens=20))
+    ev.finish("failed", Sample(dispatched_at=sent, e2e=9.0, output_tokens=7, ok=False))
+    assert ev.take_answered() == (100 + 30 + 50 + 20, 30 + 50)
+    assert ev.take_answered() == (0, 0)
+
+
 def test_stream_events_are_credited_at_the_tokens_they_carry_and_usage_corrects_the_credit() -> None:
     ev, clock = evidence()
     stream(ev, "taught", clock.now, 0.06, 10)

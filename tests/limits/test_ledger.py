@@ -52,7 +52,7 @@ def test_a_limit_measured_again_after_a_gap_still_counts_as_measured() -> None:
         ledger.record_rate(110.0 + t, 19, 950.0, 1.0)
     again = ledger.record_rate(127.0, 19, 950.0, 1.0)
     assert again.seconds < 4.0 and again.measured == 6.0
-    best = ledger.best(127.0, 4.0)
+    best = ledger.best(127.0, 4.0, good=False)
     assert best is not None and best.limit == 19
 
 
@@ -70,7 +70,23 @@ def test_forgetting_latency_keeps_the_rates_and_the_limit_in_force() -> None:
     ledger.record_rate(100.0, 4, 300.0, 1.0)
     ledger.record_ratio(100.0, 4, 2.0, "ttft", 0.8)
     ledger.record_ratio(110.0, 46, 6.0, "ttft", 2.4)
+    ledger.record_rate(110.0, 4, 0.0, 0.0, answered=500.0, missed=400.0)
     ledger.forget_latency(keep=46)
     low, high = ledger.fresh(111.0)
-    assert (low.ratio, low.signal, low.p90, low.rate) == (None, None, None, 300.0)
+    assert (low.ratio, low.signal, low.p90, low.rate, low.met) == (None, None, None, 300.0, 1.0)
     assert (high.ratio, high.p90) == (6.0, 2.4)
+
+
+def test_goodput_is_the_rate_times_the_share_of_the_output_that_met_every_target() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    # Streamed at 1,000 tok/s; 25 answers finished, 1,000 of their 4,000 tokens in answers that
+    # missed a target: goodput 750, and the share met, 0.75 of 25 answers, varies by
+    # sqrt(0.75 x 0.25 / 25) = 0.087 as a binomial count does.
+    e = ledger.record_rate(100.0, 8, 1000.0, 1.0, finished=25.0, answered=4000.0, missed=1000.0)
+    assert e.met == pytest.approx(0.75)
+    assert e.delivery(good=False) == (1000.0, 0.0)
+    rate, sd = e.delivery(good=True)
+    assert rate == pytest.approx(750.0)
+    assert sd == pytest.approx(1000.0 * math.sqrt(0.75 * 0.25 / 25.0))
+    # Before any answer, all of the rate counts.
+    assert ledger.record_rate(100.0, 9, 500.0, 1.0).delivery(good=True) == (500.0, 0.0)

@@ -9,7 +9,7 @@ import pytest
 from limits_helpers import ObsFactory
 
 from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import COHORT_LEAST, Growth, cohort_p90, growth_evidence, probe_kept
+from gateway.limits.sla_evidence import COHORT_LEAST, Growth, cohort_p90, gains, growth_evidence, probe_kept
 from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA
 
@@ -26,8 +26,8 @@ def streamed(limit: int, rate: float) -> Entry:
 
 
 def test_streamed_tokens_decide_at_once_on_the_minimum_gain() -> None:
-    assert probe_kept(streamed(24, 1040.0), streamed(18, 1000.0), P, True, False) is True
-    assert probe_kept(streamed(24, 1020.0), streamed(18, 1000.0), P, True, True) is False
+    assert probe_kept(streamed(24, 1040.0), streamed(18, 1000.0), P, True, False, good=False) is True
+    assert probe_kept(streamed(24, 1020.0), streamed(18, 1000.0), P, True, True, good=False) is False
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,21 @@ def test_streamed_tokens_decide_at_once_on_the_minimum_gain() -> None:
 def test_whole_answers_wait_for_the_noise(
     rate: float, more_time: bool, on_point: bool, kept: bool | None
 ) -> None:
-    assert probe_kept(answers(24, rate, 400.0), answers(18, 1000.0, 400.0), P, more_time, on_point) is kept
+    assert (
+        probe_kept(answers(24, rate, 400.0), answers(18, 1000.0, 400.0), P, more_time, on_point, good=False)
+        is kept
+    )
+
+
+def test_a_raise_within_target_is_judged_on_goodput() -> None:
+    # 24 streamed 20% more tokens than 18, but a quarter of them in answers that missed a target
+    # (of 400 answers: the share met varies by 2%): 900 good tokens/s against 1,000.
+    start = streamed(18, 1000.0)
+    here = replace(streamed(24, 1200.0), finished=400.0, answered=4000.0, missed=1000.0)
+    assert probe_kept(here, start, P, False, False, good=False) is True
+    assert probe_kept(here, start, P, False, False, good=True) is False
+    assert gains(start, here, P.min_gain, P.noise_z, good=True)
+    assert not gains(start, here, P.min_gain, P.noise_z, good=False)
 
 
 E2E_10S = SLA(e2e_p90=10.0)
