@@ -92,18 +92,8 @@ Why each rule:
 - Noise: a rate difference counts only beyond z standard deviations of the counts behind both
   rates, and a raise within target whose gain stays within the noise is undone: holding meets the
   SLA (gateway.limits.sla_probe).
-- Goodput within target: the objective is the output of requests that met every target, and a P90
-  counts requests where goodput counts tokens. Where answers differ in length the longest miss
-  first: in virtual time, 16-400-token answers against an e2e target read a P90 of 0.8-0.9x at
-  12-13 while a fifth to a half of their output missed it, and growing to the band delivered 570
-  good tokens/s where a fixed 8, missing none, delivered 721. So where less than `min_met` of the
-  output met every target a step lower is tried and kept unless it delivered clearly less goodput
-  (fewer misses for as much goodput), and a raise back to such a limit stands only on a measured
-  gain. 0.9 matches the P90: a target the P90 meets lets a tenth of the requests miss it. The share
-  is a binomial count of the answers behind it, so a step down waits until it is short by more
-  than its noise: on the real engine a fresh gateway's first answers (10% of their output missed)
-  stepped 8 down to 7 at 7 s without that rule. Where no limit meets the SLA every request misses,
-  and the throughput climb compares all tokens.
+- Goodput within target: the objective is the output of requests that met every target, which a
+  P90 over requests does not measure (gateway.limits.sla_goodput says how it is weighed and why).
 - Knee: near a limit measured at or over u (the latency curve turns up steeply there) growth is
   one proportional step (gateway.limits.sla_steps says where to). Any P90 read marks a knee, even
   on few values, but the limit read under u on evidence since is no knee any more: a fresh
@@ -129,20 +119,20 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.limits.base import clamp, decide, is_binding, worst_ratio
-from gateway.limits.ledger import Entry, Ledger
+from gateway.limits.ledger import Ledger
 from gateway.limits.sla_batch import BatchSince
 from gateway.limits.sla_evidence import (
-    compare,
     evident,
     growth_evidence,
     hidden,
     over_target,
 )
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
+from gateway.limits.sla_goodput import judged_raise, lower_for_goodput
 from gateway.limits.sla_params import SLAParams
 from gateway.limits.sla_probe import Probes
 from gateway.limits.sla_settling import Settling
-from gateway.limits.sla_steps import cut, growth, judged_from, step_size
+from gateway.limits.sla_steps import cut, growth, judged_from
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
@@ -217,7 +207,7 @@ class SLALimit:
         if ratio > 1.0:
             if self._probes.lowering:
                 return self._probes.judge(obs)  # a step down needs no evidence that latency is met
-            return self._for_goodput(obs) or decide(
+            return lower_for_goodput(obs, self.ledger, self._probes, self.params) or decide(
                 obs,
                 obs.limit,
                 "insufficient_samples",
@@ -313,7 +303,7 @@ class SLALimit:
             back = f"+{step} back toward {self._resume}, the limit before the pause"
             return decide(obs, limit + step, "probe", back)
         self._resume = None
-        if (lower := self._for_goodput(obs)) is not None:
+        if (lower := lower_for_goodput(obs, self.ledger, self._probes, self.params)) is not None:
             return lower
         on = growth_evidence(obs, self.sla, r, self.params.increase_below)
         if on is not None and self._probes.may_probe(obs):
@@ -325,41 +315,12 @@ class SLALimit:
             if step > 0:
                 if self._last_move is Direction.UP:
                     self._probes.pacing.held()  # the previous step held
-                if (past := self._judged_raise(limit, step, judged, fresh)) is not None:
+                if (past := judged_raise(limit, step, judged, fresh, self.params)) is not None:
                     self._probes.within(limit)
                     why = f"{why}, {past}: kept on a measured gain"
                 return decide(obs, limit + step, "probe", f"worst P90/target {on.ratio:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {on.ratio:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
-
-    def _for_goodput(self, obs: Observation) -> Decision | None:
-        """Within target, or over it on too little evidence: to a lower limit that delivered clearly
-        more goodput, or a step down where less than `min_met` of the output met every target, kept
-        unless it delivered clearly less goodput; None where neither, or not yet measured."""
-        limit, here = obs.limit, self.ledger.get(obs.limit)
-        if self._probes.measuring or here is None or not self._probes.measured(obs, here):
-            return None
-        best = self.ledger.best(obs.now, self.params.probe_dwell, good=True)
-        if best is not None and best.limit < limit and self._probes.gains(best, here, good=True):
-            self._probes.pacing.failed(obs.now)
-            return decide(obs, best.limit, "throughput_falls", compare(best, here, good=True))
-        short = here.met + self.params.noise_z * here.met_sd < self.params.min_met
-        if short and limit > obs.floor and self._probes.may_lower(obs):
-            lower = max(obs.floor, limit - step_size(limit, self.params.probe_gain))
-            self._probes.lower(limit)
-            return decide(
-                obs, lower, "probe", f"{1 - here.met:.0%} of the output missed a target: trying {lower}"
-            )
-        return None
-
-    def _judged_raise(self, limit: int, step: int, judged: int | None, fresh: list[Entry]) -> str | None:
-        """Why the raise of `step` from `limit` is kept only on a measured gain, or None: it starts
-        from J, or reaches a limit where more than 1 - `min_met` of the output missed a target."""
-        if judged is not None and limit >= judged:
-            return "past what the KV cache holds"
-        if any(limit < e.limit <= limit + step and e.met < self.params.min_met for e in fresh):
-            return "to where the output missed targets"
-        return None
 
 
 def whole_at_most(obs: Observation, limit: int) -> int:
