@@ -17,6 +17,7 @@ P90/target ratio and that P90 measured at L:
     goodput = rate x met,  its standard deviation  rate x sqrt((met x noise)^2 + met (1 - met) / finished)
     outside seconds = hidden x seconds / finished    mean seconds a request spent outside the
                                                      engine (Little's law: mean held / rate)
+    waiting = L - running - hidden                   mean requests the engine held in its queue
 
 Why decayed sums rather than the latest interval: one second of a non-streaming workload holds a
 handful of finished requests, so a rate over one interval is too noisy to compare two limits; the
@@ -126,6 +127,14 @@ class Entry:
     def running(self) -> float | None:
         """Mean requests the engine ran (None if never measured)."""
         return self.batch.mean
+
+    @property
+    def waiting(self) -> float | None:
+        """Mean requests in flight at this limit that the engine held waiting: those it neither ran
+        nor left outside (an entry is recorded while the limit binds); None if never measured."""
+        if self.running is None or self.hidden is None:
+            return None
+        return max(0.0, self.limit - self.running - self.hidden)
 
     @property
     def outside_seconds(self) -> float | None:

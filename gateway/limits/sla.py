@@ -238,14 +238,12 @@ class SLALimit:
 
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
         self._resume = None
-        target = self.sla.target(signal)
-        assert target is not None
         if self._floor.outlived(obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90):
             # The time outside the engine that made the floor is gone; the other limits read it.
             self._floor.forget()
             self.ledger.forget_latency(keep=obs.limit)
         fresh = self.ledger.fresh(obs.now)
-        floor = self._floor.find(obs, signal, target, self._settling.settled(obs), fresh)
+        floor = self._floor.find(obs, signal, self.sla.ttft_p90, self._settling.settled(obs), fresh)
         if floor is not None:
             return self._infeasible(obs, floor)
         self._probes.drop()

@@ -31,25 +31,33 @@ Two proofs, either enough:
   slowdown that passes (the engine busy for a few seconds, the first seconds of a cold start)
   shows at a limit and at the one a cut leads to alike, and a floor proven on it would hold the
   limit at the KV cache's size for `floor_memory`; the caller holds L0 while the proof waits.
-The floor reported is, per signal over target, the lowest P90 of it measured at any limit over
-target (or the part spent outside the engine): each entry keeps the signal of its worst ratio, and
-under an SLA on TTFT and TPOT the ledger holds both; reported under one name, a TPOT P90 read as a
-TTFT floor of 0.008 s against a target of 0.03 on the real engine.
+The floor reported is the signal the lowest limit missed, at the lowest P90 of that signal measured
+over target at any limit (or the part spent outside the engine). Each entry keeps the signal of
+its worst ratio, and under an SLA on TTFT and TPOT the ledger holds both: reported under one name,
+a TPOT P90 read as a TTFT floor of 0.008 s against a target of 0.03 on the real engine; and a
+signal missed only at the higher limits is latency the limit adds, not a floor (in virtual time a
+TPOT P90 read at 32, with a TTFT floor proven at 4, made that floor the engine's own and kept it
+past its cause).
 ProvenFloor tries both and remembers a floor for `floor_memory` seconds after it was last proven,
 unless it was time spent outside the engine that has gone since. A floor is outside the engine when
 the front end's delay proved it, or when it is a TTFT floor proven along the limit and, at its
 lowest limit, requests spent at least the target outside the engine: by Little's law their mean
 seconds there are the mean requests held outside over the requests finished per second
 (`Entry.outside_seconds`), and the P90 is taken as ln 10 times the mean, that of an exponential
-delay. Such a floor is outlived once the limit in force, measured for the dwell, shows that P90
-under the target. Why: on the real engine the front end stalled a fresh gateway's first requests
-for 7 s (8 and then 4 in flight, none running), which proved a floor at both limits; the limit went
-to what the KV cache holds and kept the floor for the 120-s memory at a TTFT P90 of 2.4-2.8 s
-against 0.37, while the front end held 0-2 requests of 46-64 there. Little's law and not the
-proxy's TTFT P90 minus the engine's: at such a limit the engine's P90 falls in its 1.0-2.5-s
-histogram bucket, off by up to a second, while the count of requests outside is exact. Floors of
-the engine's own latency (a prefill slower than the target, a TPOT floor) are not outside it and
-last their memory.
+delay. Such a floor is outlived once the limit in force, measured for the dwell with on average
+under one request waiting in the engine's queue, shows that P90 under the target. Why: on the real
+engine the front end stalled a fresh gateway's first requests for 7 s (8 and then 4 in flight, none
+running), which proved a floor at both limits; the limit went to what the KV cache holds and kept
+the floor for the 120-s memory at a TTFT P90 of 2.4-2.8 s against 0.37, while the front end held
+0-2 requests of 46-64 there. Not where the engine queues: a request held outside would have waited
+in the queue as long, so the queue hides the front end's delay. On the real engine a front end that
+stalls again and again (chat-short: no limit from 1 to 64 met a TTFT P90 of 0.22 s) read 0.07-0.12 s
+outside per request as a P90 at a fixed 64 with 31 waiting, against 0.10-0.50 s (median 0.23) at 2
+to 32 with none: the floor proven at 3 was forgotten at 56, and the limit cut to 9 within 20 s
+before proving it again. Little's law and not the proxy's TTFT P90 minus the engine's: at such a limit the
+engine's P90 falls in its 1.0-2.5-s histogram bucket, off by up to a second, while the count of
+requests outside is exact. Floors of the engine's own latency (a prefill slower than the target, a
+TPOT floor) are not outside it and last their memory.
 No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
 FrontEndDelay and ProvenFloor keep what they have seen between ticks.
 """
@@ -143,11 +151,8 @@ def along_the_limit(
         proven = proven or high.limit >= span * low.limit
     if not proven:
         return None
-    found: dict[Signal, float] = {}
-    for e in points:
-        if e.signal is not None and e.p90 is not None and e.ratio is not None and e.ratio > 1.0:
-            found[e.signal] = min(found.get(e.signal, math.inf), e.p90)
-    return found or None
+    over = [e.p90 for e in points if e.signal == low.signal and e.p90 is not None and (e.ratio or 0.0) > 1.0]
+    return {low.signal: min(over)} if low.signal is not None and over else None
 
 
 def spent_outside(e: Entry, target: float) -> bool:
@@ -169,18 +174,20 @@ class ProvenFloor:
         self._outside = False  # whether it is time spent outside the engine
 
     def find(
-        self, obs: Observation, signal: Signal, target: float, settled: bool, entries: Sequence[Entry]
+        self, obs: Observation, signal: Signal, ttft: float | None, settled: bool, entries: Sequence[Entry]
     ) -> dict[Signal, float] | None:
-        spent = self.front_end.floor(obs, target, settled) if signal == "ttft" else None
+        """The floor proven this tick, whose over-target signal is `signal`, or remembered; `ttft` is
+        the TTFT target (None without one) and `entries` the ledger's, by limit."""
+        spent = None if ttft is None or signal != "ttft" else self.front_end.floor(obs, ttft, settled)
         found: dict[Signal, float] | None = None if spent is None else {"ttft": spent}
         outside = found is not None
         if found is None:
             found = along_the_limit(entries, obs.floor, span=self._p.floor_span, dwell=self._p.floor_dwell)
             outside = (
-                signal == "ttft"
-                and found is not None
+                found is not None
+                and ttft is not None
                 and set(found) == {"ttft"}
-                and spent_outside(next(e for e in entries if e.ratio is not None), target)
+                and spent_outside(next(e for e in entries if e.ratio is not None), ttft)
             )
         if found is None:
             return self.remembered(obs.now)
@@ -195,6 +202,8 @@ class ProvenFloor:
         limit in force, measured for the dwell) shows it gone: under the TTFT `target` (`spent_outside`)."""
         if not self._outside or self.remembered(now) is None or here is None or target is None:
             return False
+        if here.waiting is None or here.waiting >= 1.0:
+            return False  # requests waiting in the engine would have waited outside it as long
         return here.measured >= self._p.probe_dwell and not spent_outside(here, target)
 
     def forget(self) -> None:

@@ -2,15 +2,17 @@
 only on a measured gain in rate; and the throughput climb made of them where no limit meets the SLA.
 
 A probe from S to L is a throughput "step", a "jump" to K (the requests the KV cache holds), a
-raise "within" target past what the cache holds, or a step "down" within target where much of the
-output missed a target (gateway.limits.sla). "within" and "down" compare goodput (the rate times the
-share of the output that met every target, gateway.limits.ledger), the others the rate. Each tick
-while one is being measured, in order (g = `min_gain`, z = `noise_z`, h = `hidden_share`):
+raise "within" target past what the cache holds, a step "down" within target where much of the
+output missed a target (gateway.limits.sla), or a step down to the "batch" the engine ran in the
+throughput climb. "within" and "down" compare goodput (the rate times the share of the output that
+met every target, gateway.limits.ledger), the others the rate. Each tick while one is being
+measured, in order (g = `min_gain`, z = `noise_z`, h = `hidden_share`):
 
     the engine ran no more requests at L than at S (gateway.limits.sla_batch), not down
                                                                                 back to S  no_gain
     L's rate not yet on `probe_dwell` seconds measured since its requests turned over  hold  probing
-    down: S's goodput over (1 + g) x L's by more than z x both counts' noise      back to S  no_gain
+    down, batch: S's goodput (rate for batch) over (1 + g) x L's by more than z x both counts'
+          noise                                                                 back to S  no_gain
           otherwise                                                            keep       probe
     more than max(1, h x (L - S)) of the raise held outside the engine, the rate not higher
                                                                                 back to S  no_gain
@@ -24,6 +26,9 @@ Throughput climb (SLA infeasible), with B the limit that delivered most over `pr
                      a probe up from B, judged against B as measured, when due  probe
                      else B (a higher L that delivered less first delays the next probe by
                      `probe_every`)                                             throughput_falls
+    L measured for `probe_dwell` with W >= 1 requests on average waiting in the engine's queue
+    (gateway.limits.ledger), the wait after a probe undone over
+                     L <- L - floor(W), a step to the "batch"                   probe
     a probe due      L <- L + max(s, q L), or straight to K when K is above that and no limit as
                      high was measured lately (sla_steps.probe_up)              probe
     otherwise        hold                                                       steady
@@ -56,12 +61,20 @@ Why each rule:
   (gateway.limits.sla_evidence.held_outside).
 - Down: a step down that delivered as much goodput has fewer misses for it, so only a clear loss
   takes it back; the batch and the front end's queue only say whether a raise was taken up.
+- Batch: requests waiting in the engine's queue add nothing to the batch it runs, so nearly nothing
+  to its rate, and their wait to every TTFT; and that queue hides a front end's delay, which is how
+  a floor of time outside the engine is known to have gone (gateway.limits.sla_floor). So the climb
+  comes down to what the engine ran, and goes back only if that delivered clearly less (a short
+  queue can keep the batch full as requests finish: chat-short on the real engine gave 1,872
+  tokens/s at a fixed 64 with 31 waiting, 1,776 at 32 with none); in virtual time the jump to K
+  left 25 of 57 waiting, and 32 delivered 926 tokens/s against 57's 929.
 - A probe undone doubles the wait before the next (gateway.limits.sla_pacing); one kept resets it.
 Pure: the caller passes each observation, with its time.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from gateway.limits.base import decide
@@ -81,7 +94,7 @@ class Probes:
         self._ledger, self._settling, self._batch = ledger, settling, batch
         self.pacing = ProbePacing(params.probe_every, params.max_probe_wait)
         self._from: int | None = None  # where the probe being measured started
-        self._kind: Literal["step", "jump", "within", "down"] = "step"
+        self._kind: Literal["step", "jump", "within", "down", "batch"] = "step"
         self._step = 0  # the next step after one that gained in proportion (slow start)
 
     @property
@@ -131,6 +144,11 @@ class Probes:
             elif self.pacing.due(now) and (up := self._up(obs, best.limit))[1]:
                 return self._start(obs, best.limit, *up)  # judged against the best as measured
             return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
+        queued = None if here is None or here.waiting is None else math.floor(here.waiting)
+        if queued and self.measured(obs, here) and self.may_lower(obs):
+            self._from, self._kind = limit, "batch"
+            why = f"the engine held {queued} of {limit} waiting: down to the batch it ran"
+            return decide(obs, max(obs.floor, limit - queued), "probe", why)
         if self.may_probe(obs):
             return self._start(obs, limit, *self._up(obs, limit))
         return decide(obs, limit, "steady", "holding the limit with the most throughput")
@@ -140,7 +158,7 @@ class Probes:
         assert self._from is not None
         now, limit = obs.now, obs.limit
         here, start = self._ledger.get(limit), self._ledger.get(self._from)
-        down = self._kind == "down"
+        down = self._kind in ("down", "batch")
         if start is not None and not down and (why := self._batch.no_gain(limit, start, self._p)) is not None:
             return self._undo(obs, why)
         if not self.measured(obs, here) or here is None:
@@ -157,7 +175,7 @@ class Probes:
         # latency is missed anyway.
         good = self._kind in ("within", "down")
         if keep and start is not None and down:
-            keep = not self.gains(start, here, good=True)  # fewer misses for as much goodput stay
+            keep = not self.gains(start, here, good=good)  # as much for less latency stays
         elif keep and start is not None:
             more_time = self._settling.in_force_for < self._settling.turnover(obs) + self._p.probe_every
             keep = probe_kept(here, start, self._p, more_time, on_point=self._kind != "within", good=good)

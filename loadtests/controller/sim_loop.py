@@ -77,6 +77,18 @@ class Scenario:
     """(start, end, clients): closed-loop clients that send straight to the server."""
     gateway_until: float = float("inf")
     """The gateway's clients send no new request after this time (the gateway goes idle)."""
+    stalls: tuple[float, float] | None = None
+    """(every, seconds): the front end hands no request to the engine for `seconds` out of every
+    `every` (a CPU-starved host descheduling the API server), from `every` on."""
+
+    def after_stalls(self, ready: float) -> float:
+        """When a request the front end would hand over at `ready` reaches the engine: at the end
+        of the stall `ready` falls in, if any."""
+        if self.stalls is None:
+            return ready
+        every, seconds = self.stalls
+        into = ready % every
+        return ready if ready < every or into >= seconds else ready - into + seconds
 
 
 class Progress:
@@ -165,7 +177,8 @@ class Loop:
             self.to_server(req)
 
     def to_server(self, req: _Request) -> None:
-        heapq.heappush(self.pending, (self.front.ready_at(self.now), next(self._sent), req))
+        ready = self.scenario.after_stalls(self.front.ready_at(self.now))
+        heapq.heappush(self.pending, (ready, next(self._sent), req))
 
     def admit(self) -> None:
         lim = self.limiter

@@ -45,12 +45,15 @@ def test_a_higher_limit_that_met_the_target_refutes_the_floor() -> None:
     assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.0153}
 
 
-def test_the_floor_is_reported_per_signal_from_the_limits_over_target() -> None:
-    # Under an SLA on TTFT and TPOT each limit's worst ratio may be either: the floor names each
-    # signal with the lowest P90 of that signal, never a TPOT P90 as a TTFT floor.
+def test_the_floor_is_reported_for_the_signal_the_lowest_limit_missed() -> None:
+    # Under an SLA on TTFT and TPOT each limit's worst ratio may be either. The floor is the lowest
+    # limit's: its signal, with the lowest P90 of that signal over target; a TTFT read over target
+    # higher up is latency the limit adds, not a floor, and never a TPOT P90 as a TTFT floor.
     low = Entry(1, at=0.0, measured=1.0, ratio=1.49, signal="tpot", p90=0.007)
     high = Entry(4, at=0.0, measured=1.0, ratio=2.4, signal="ttft", p90=0.071)
-    assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.007, "ttft": 0.071}
+    assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.007}
+    higher = Entry(8, at=0.0, measured=1.0, ratio=1.6, signal="tpot", p90=0.0075)
+    assert along_the_limit([low, high, higher], 1, span=2.0) == {"tpot": 0.007}
 
 
 def test_limits_closer_than_the_span_prove_nothing() -> None:
@@ -98,12 +101,15 @@ def test_the_front_ends_delay_holds_the_limit_only_where_it_can_prove_a_floor() 
     assert not delay.in_doubt(delayed(108.0, 4))  # over target for twice the dwell: decided
 
 
-def at_limit(outside: float, per_second: float, seconds: int = 4) -> Entry:
-    """A limit measured for `seconds`: `outside` requests held outside the engine on average while
-    `per_second` finished each second."""
+def at_limit(outside: float, per_second: float, seconds: int = 4, waiting: float = 0.0) -> Entry:
+    """46 measured for `seconds`: `outside` requests held outside the engine and `waiting` in its
+    queue on average (it ran the rest) while `per_second` finished each second."""
     ledger = Ledger(half_life=10.0, memory=30.0)
     for t in range(seconds):
-        e = ledger.record_rate(110.0 + t, 46, 900.0, 1.0, finished=per_second, hidden=outside)
+        running = 46 - outside - waiting
+        e = ledger.record_rate(
+            110.0 + t, 46, 900.0, 1.0, finished=per_second, hidden=outside, running=running
+        )
     return e
 
 
@@ -116,6 +122,9 @@ def test_a_floor_proven_on_the_front_ends_delay_is_outlived_once_the_front_end_h
     # target is 1 s.
     assert found.outlived(114.0, at_limit(1.0, 12.5), 1.0)
     assert not found.outlived(114.0, at_limit(1.0, 12.5, seconds=3), 1.0)  # not measured for the dwell
+    # With 20 waiting in the engine's queue, those would have waited as long had the front end held
+    # them: the time outside reads short whether the front end still holds requests or not.
+    assert not found.outlived(114.0, at_limit(1.0, 12.5, waiting=20.0), 1.0)
     # 6 outside at that pace: 0.48 s each, 1.1 s as a P90 of an exponential delay: it still holds.
     assert not found.outlived(114.0, at_limit(6.0, 12.5), 1.0)
 
@@ -131,6 +140,10 @@ def test_a_ttft_floor_along_the_limit_is_outlived_only_where_it_was_spent_outsid
 
     found = ProvenFloor(SLAParams())
     assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(4.0)) == {"ttft": 0.846}
+    assert found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+    # Proven on a tick where TPOT is what reads over target, it is the same floor.
+    found = ProvenFloor(SLAParams())
+    assert found.find(make_obs(now=114.0, limit=4), "tpot", 0.32, True, stalled(4.0)) == {"ttft": 0.846}
     assert found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
     # The same floor with nothing held outside the engine is the engine's own latency.
     assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(0.0)) is not None

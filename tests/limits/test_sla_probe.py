@@ -24,8 +24,11 @@ class Rig:
         self.probes = Probes(p, self.ledger, self.settling, self.batch)
         self.now, self.limit, self.changed = 100.0, 10, 90.0
 
-    def tick(self, rate: float, whole: bool = False, **kw: object) -> Observation:
-        """One second at the current limit delivering `rate` tokens, as whole answers of 200 if `whole`."""
+    def tick(
+        self, rate: float, whole: bool = False, running: float | None = None, **kw: object
+    ) -> Observation:
+        """One second at the current limit delivering `rate` tokens, as whole answers of 200 if
+        `whole`; the engine ran `running` of the requests (and held none outside) if given."""
         self.now += 1.0
         o = self._obs(
             limit=self.limit,
@@ -40,8 +43,16 @@ class Rig:
         self.settling.observe(o)
         self.batch.observe(o, self.settling.in_force_for, self.settling.new_epoch)
         if self.settling.turned_over(o):
+            hidden = None if running is None else 0.0
             self.ledger.record_rate(
-                o.now, o.limit, rate, 1.0, finished=o.finished, lumped=o.lumped_tokens, running=None
+                o.now,
+                o.limit,
+                rate,
+                1.0,
+                finished=o.finished,
+                lumped=o.lumped_tokens,
+                hidden=hidden,
+                running=running,
             )
         return o
 
@@ -55,8 +66,8 @@ class Rig:
             self.limit, self.changed = d.limit, self.now
         return d
 
-    def climb(self, rate: float, whole: bool = False, **kw: object) -> Decision:
-        return self.move(self.probes.climb(self.tick(rate, whole, **kw)))
+    def climb(self, rate: float, whole: bool = False, running: float | None = None, **kw: object) -> Decision:
+        return self.move(self.probes.climb(self.tick(rate, whole, running, **kw)))
 
     def judge(self, rate: float, whole: bool = False) -> Decision:
         return self.move(self.probes.judge(self.tick(rate, whole)))
@@ -135,3 +146,19 @@ def test_a_throughput_step_whose_gain_is_within_the_noise_is_decided_on_its_poin
 def test_a_raise_within_target_whose_gain_is_within_the_noise_is_undone(obs: ObsFactory) -> None:
     seen = gain_within_the_noise(Rig(obs), within=True)
     assert len(seen) > 11 and (seen[-1].limit, seen[-1].reason) == (10, "no_gain")
+
+
+def test_the_climb_comes_down_to_the_batch_the_engine_ran_and_stays_where_it_delivered_as_much(
+    obs: ObsFactory,
+) -> None:
+    # At 56 the engine ran 32 and held 24 in its queue: the climb tries 32, keeps it where it
+    # delivered as much, and goes back to 56 where it delivered clearly less.
+    for rate_at_32, ends in [(900.0, 32), (600.0, 56)]:
+        rig = Rig(obs)
+        rig.limit = 56
+        for _ in range(10):
+            rig.tick(900.0, running=32.0)
+        d = rig.climb(900.0, running=32.0)
+        assert (d.limit, d.reason) == (32, "probe") and "24 of 56 waiting" in d.detail
+        d = next(d for _ in range(20) if (d := rig.climb(rate_at_32, running=32.0)).reason != "probing")
+        assert d.limit == ends
