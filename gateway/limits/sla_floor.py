@@ -54,10 +54,10 @@ in the queue as long, so the queue hides the front end's delay. On the real engi
 stalls again and again (chat-short: no limit from 1 to 64 met a TTFT P90 of 0.22 s) read 0.07-0.12 s
 outside per request as a P90 at a fixed 64 with 31 waiting, against 0.10-0.50 s (median 0.23) at 2
 to 32 with none: the floor proven at 3 was forgotten at 56, and the limit cut to 9 within 20 s
-before proving it again. Little's law and not the proxy's TTFT P90 minus the engine's: at such a limit the
-engine's P90 falls in its 1.0-2.5-s histogram bucket, off by up to a second, while the count of
-requests outside is exact. Floors of the engine's own latency (a prefill slower than the target, a
-TPOT floor) are not outside it and last their memory.
+before proving it again. Little's law and not the proxy's TTFT P90 minus the engine's: at such a
+limit the engine's P90 falls in its 1.0-2.5-s histogram bucket, off by up to a second, while the
+count of requests outside is exact. Floors of the engine's own latency (a prefill slower than the
+target, a TPOT floor) are not outside it and last their memory.
 No I/O and no clock: the caller passes the observation (with its time) and the ledger's entries;
 FrontEndDelay and ProvenFloor keep what they have seen between ticks.
 """
