@@ -28,8 +28,9 @@ from gateway.config import GatewayConfig
 from gateway.looplag import watch_loop_lag
 from gateway.metrics import Metrics
 from gateway.model_queues import ModelQueues
-from gateway.monitor import BackendMonitor, stop_tasks
+from gateway.monitor import BackendMonitor
 from gateway.supervise import supervise
+from gateway.tasks import stop_tasks
 from gateway.types import Clock, Decision, Direction
 from gateway.upstream import Upstream
 
@@ -75,6 +76,7 @@ class Loops:
         self._started = False
         self._tasks: list[asyncio.Task[None]] = []
         self._per_backend: dict[Backend, list[asyncio.Task[None]]] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         monitors = [self._monitor(b) for b in self._pool.backends]
@@ -90,7 +92,8 @@ class Loops:
             self._tasks += [self._supervised(what, loop) for what, loop in self._sharing.loops()]
 
     async def stop(self) -> None:
-        await stop_tasks([*self._tasks, *(t for ts in self._per_backend.values() for t in ts)])
+        per_backend = (t for ts in self._per_backend.values() for t in ts)
+        await stop_tasks([*self._retiring, *self._tasks, *per_backend])
         self._tasks.clear()
         self._per_backend.clear()
 
@@ -103,8 +106,12 @@ class Loops:
 
     def unwatch(self, backend: Backend) -> None:
         """Stop them for a backend a reload removed (its running requests finish regardless)."""
-        for task in self._per_backend.pop(backend, []):
-            task.cancel()
+        loops = self._per_backend.pop(backend, [])
+        if not loops:
+            return
+        for task in [*loops, asyncio.create_task(stop_tasks(loops))]:
+            self._retiring.add(task)  # until it ends; stop() stops those still running
+            task.add_done_callback(self._retiring.discard)
 
     def _monitor(self, backend: Backend) -> BackendMonitor:
         timeout = max(1.0, min(5.0, self._config().health.interval * 2))

@@ -16,8 +16,6 @@ that fails to connect or times out before its first byte ejects it regardless (g
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -157,11 +155,3 @@ def prefix_cache_growth(scrape: VllmScrape, previous: VllmScrape | None) -> tupl
     if queries < previous.prefix_queries:
         return queries, hits, True
     return queries - previous.prefix_queries, hits - (previous.prefix_hits or 0.0), False
-
-
-async def stop_tasks(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -9,10 +9,11 @@ per second; workers add cores.
 The supervisor binds the address first without listening: that resolves port 0 once, so every
 worker joins the same port, and it keeps the port taken between worker restarts. A bound socket
 that does not listen gets no connections. It forwards SIGTERM and SIGINT to the workers (each
-drains for `shutdown_grace`) and SIGHUP (each reloads the config file), and starts a worker again
-when one exits on its own or is killed, unless it exits with an error code within `FAST_EXIT`
-seconds of starting (a bad config, a port it may not bind): starting it again would fail the same
-way, so everything stops with that code.
+drains for `shutdown_grace`; any still running `KILL_AFTER` seconds later is killed, one deadline
+for all, since they drain side by side) and SIGHUP (each reloads the config file), and starts a
+worker again when one exits on its own or is killed, unless it exits with an error code within
+`FAST_EXIT` seconds of starting (a bad config, a port it may not bind): starting it again would
+fail the same way, so everything stops with that code.
 
 Workers share nothing in memory: more than one needs shared state (`state.redis_url`), which the
 CLI enforces.
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 FAST_EXIT = 5.0
 """A worker that exits sooner than this after starting is not restarted."""
+
+KILL_AFTER = 5.0
+"""Seconds past `shutdown_grace` that the workers get to end their lifespan before being killed."""
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -115,8 +119,9 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             self._signal(signal.SIGTERM, None)
+            deadline = time.monotonic() + self._config.shutdown_grace + KILL_AFTER
             for proc, _ in self._procs.values():
-                proc.join(self._config.shutdown_grace + 5)
+                proc.join(max(0.0, deadline - time.monotonic()))
                 if proc.is_alive():
                     proc.kill()
                     proc.join()

@@ -20,6 +20,7 @@ answers already received are still committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -153,11 +154,10 @@ class BatchRun:
             if not (broken or answer.status in RETRY_STATUSES) or attempt == self._max_attempts:
                 break
             delay = answer.retry_after or min(BACKOFF_MAX, self._backoff * 2.0 ** (attempt - 1))
-            try:
-                await asyncio.wait_for(self._stop.wait(), delay)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stop.wait()
                 return
-            except TimeoutError:
-                pass
         if broken:
             # The gateway ends a 200 whose upstream failed midway: no whole answer to write.
             message = f"the backend's answer broke off, {self._max_attempts} times"

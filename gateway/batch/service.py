@@ -34,6 +34,7 @@ from gateway.batch.validation import Validation
 from gateway.config_batch import BatchConfig
 from gateway.errors import GatewayError
 from gateway.metrics import Metrics
+from gateway.tasks import stop_tasks
 from gateway.types import Clock
 
 log = logging.getLogger("gateway.batch")
@@ -89,15 +90,11 @@ class BatchService:
 
     async def stop(self) -> None:
         self.begin_shutdown()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        tasks = [] if self._sweeper is None else [self._sweeper]
         drivers = list(self._drivers.values())
         if drivers:
-            _, late = await asyncio.wait(drivers, timeout=SHUTDOWN_WAIT)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late)
+            tasks += (await asyncio.wait(drivers, timeout=SHUTDOWN_WAIT))[1]  # the late ones
+        await stop_tasks(tasks)
         await self.store.close()
 
     # -- API ------------------------------------------------------------------------------------

@@ -126,7 +126,8 @@ class SlotPump:
                 await asyncio.sleep(self._poll)
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._poll)
+                    async with asyncio.timeout(self._poll):
+                        await self._wake.wait()
                 if not self._wake.is_set() and self._demand.next_tenant() is not None:
                     self.counts.polls += 1
             self._wake.clear()
