@@ -3,12 +3,17 @@
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--workload SPEC] [--levels loose,tight]
        [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla ...]
        [--quick] [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--out DIR] [--rejudge]
+       [--targets-from DIR/summary.json]
 
 Per workload: its unloaded latency first (one client straight at the engine); then the repetitions,
 each running every mode once (loadtests.controller.plan): direct, the fixed limits at a quarter of
 the KV knee, the knee and twice it, the adaptive controller once per level, a fresh gateway per
 mode. The first direct run's P90s are the loaded latency; with the unloaded ones they set each
-level's targets (loadtests.controller.matrix) before any gateway run. Every run's per-request
+level's targets (loadtests.controller.matrix) before any gateway run; `--targets-from` takes them
+instead, with the P90s behind them, from an earlier run's summary.json for the workloads it holds,
+so runs on different days, or a single cell run again, face the same targets: the one-client run
+that sets the tight level catches a stall of a busy host now and then (a TTFT P90 of 0.29 s where
+0.03-0.04 was usual), which moved one tight target from 0.22 s to 0.64. Every run's per-request
 records are judged against every level afterwards, so direct and fixed runs serve all levels. Every
 mode gets the same warm-up and window, long enough for an adaptive controller to converge from the
 initial limit of a freshly started gateway; the estimated wall time is printed before the first
@@ -72,14 +77,22 @@ def run_workload(
     """Every run of the workload; its levels' targets, the run summaries and the P90s behind them.
 
     The targets are set after the first run, direct with every client (the loaded P90s); the
-    schedule starts with it, so every gateway run knows its level's targets.
+    schedule starts with it, so every gateway run knows its level's targets. Targets given
+    (`args.given_targets`) are used as they are, with the P90s that set them.
     """
-    measured = {"unloaded": unloaded(workload, info, args)}
-    print(f"\n== {workload.name}: unloaded P90 {_p90_text(measured['unloaded'])}", flush=True)
+    given = args.given_targets.get(workload.name)
+    if given is not None:
+        targets: dict[str, dict[str, float]] = given["targets"]
+        measured: dict[str, dict[str, float]] = dict(given["p90s"])
+        levels = "; ".join(f"{level} {_p90_text(t)}" for level, t in targets.items())
+        print(f"\n== {workload.name}: targets given: {levels}", flush=True)
+    else:
+        targets = {}
+        measured = {"unloaded": unloaded(workload, info, args)}
+        print(f"\n== {workload.name}: unloaded P90 {_p90_text(measured['unloaded'])}", flush=True)
     limits = plan.fixed_limits(workload, info.kv_tokens or 8192, args.max_num_seqs, args.fixed_factors)
     modes = plan.modes(limits, args.levels, args.algorithm, args.modes)
     load = load_for(workload, info, args)
-    targets: dict[str, dict[str, float]] = {}
     summaries = []
     for run in plan.schedule(workload, modes, args.repeat):
         began = time.monotonic()
@@ -154,6 +167,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engine-url")
     parser.add_argument("--out", type=Path, default=Path("results/controller-real"))
     parser.add_argument("--rejudge", action="store_true", help="only re-judge OUT/summary.json")
+    parser.add_argument(
+        "--targets-from",
+        type=Path,
+        help="an earlier run's summary.json: its workloads keep the SLA targets it set (no one-client run)",
+    )
     args = parser.parse_args(argv)
     args.algorithm = args.algorithm or [plan.Controller("sla", "sla")]
     if args.quick:
@@ -169,7 +187,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.modes = [m for m in args.modes.split(",") if m]
     if not args.rejudge and "direct" not in args.modes:
         parser.error("--modes needs direct: its first run's P90s set the SLA levels")
+    try:
+        args.given_targets = given_targets(args.targets_from, args.levels)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"--targets-from {args.targets_from}: {exc}")
     return args
+
+
+def given_targets(path: Path | None, levels: list[str]) -> dict[str, dict[str, Any]]:
+    """Per workload of the summary.json at `path`, its levels' `targets` and the `p90s` behind them
+    (none without a path). Raises ValueError where a workload lacks one of `levels`."""
+    if path is None:
+        return {}
+    saved = json.loads(path.read_text())
+    out: dict[str, dict[str, Any]] = {}
+    for name, targets in saved["targets"].items():
+        missing = [level for level in levels if level not in targets]
+        if missing:
+            raise ValueError(f"workload {name!r} has no targets for {', '.join(missing)}")
+        out[name] = {"targets": targets, "p90s": saved.get("p90s", {}).get(name, {})}
+    return out
 
 
 def estimate_s(args: argparse.Namespace) -> float:

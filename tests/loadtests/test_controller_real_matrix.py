@@ -1,6 +1,10 @@
-"""The real-engine evaluation's command line: run lengths, the fixed sweep, the estimate."""
+"""The real-engine evaluation's command line: run lengths, the fixed sweep, the estimate, targets
+kept from an earlier run."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +47,37 @@ def test_a_malformed_workload_is_refused_with_what_is_wrong(capsys: pytest.Captu
     with pytest.raises(SystemExit):
         real_matrix.parse_args(["--workload", "rag:chat:stream:700-800:20-40:prefix=900"])
     assert "shared prefix exceeds the shortest prompt" in capsys.readouterr().err
+
+
+def earlier_run(tmp_path: Path, targets: dict[str, dict[str, float]]) -> Path:
+    """A summary.json as an earlier run writes it (targets and the P90s behind them per workload)."""
+    path = tmp_path / "summary.json"
+    saved = {
+        "targets": {"chat-short": targets},
+        "p90s": {"chat-short": {"unloaded": {"ttft": 0.03}, "loaded": {"ttft": 1.4}}},
+        "runs": [],
+    }
+    path.write_text(json.dumps(saved))
+    return path
+
+
+def test_targets_from_an_earlier_run_are_kept_for_its_workloads(tmp_path: Path) -> None:
+    levels = {"loose": {"ttft": 2.0}, "tight": {"ttft": 0.221}, "infeasible": {"ttft": 0.1}}
+    args = real_matrix.parse_args(["--targets-from", str(earlier_run(tmp_path, levels))])
+    assert args.given_targets["chat-short"]["targets"]["tight"] == {"ttft": 0.221}
+    assert args.given_targets["chat-short"]["p90s"]["unloaded"] == {"ttft": 0.03}
+    assert "chat-long-prompt" not in args.given_targets  # measured as usual
+    assert real_matrix.parse_args([]).given_targets == {}
+
+
+def test_targets_from_a_run_without_a_level_asked_for_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = earlier_run(tmp_path, {"loose": {"ttft": 2.0}})
+    assert real_matrix.parse_args(["--targets-from", str(path), "--levels", "loose"]).given_targets
+    with pytest.raises(SystemExit):
+        real_matrix.parse_args(["--targets-from", str(path), "--levels", "loose,tight"])
+    assert "'chat-short' has no targets for tight" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        real_matrix.parse_args(["--targets-from", str(tmp_path / "none.json")])
+    assert "none.json" in capsys.readouterr().err

@@ -59,24 +59,35 @@ async def test_gateway_tracks_engine_load_up_and_down(gateway: Gateway) -> None:
         assert idle["healthy"] is True
         assert engine.model in idle["models"]  # type: ignore[operator]
 
-        load = [asyncio.create_task(generate(client, gateway.base_url, engine.model, i)) for i in range(8)]
-        # The engine's own gauge, read beside the gateway's view from the start: the two are a
-        # scrape apart, and on a fast engine the load can end within a second of the gateway's
-        # reading, after which the engine rightly reports nothing running.
-        own = asyncio.create_task(
-            poll_until(
-                lambda: asyncio.to_thread(engine_running, engine.base_url),
-                lambda own: float(own["running"]) > 0,  # type: ignore[arg-type]
-            )
-        )
-        busy = await poll_until(
-            lambda: backend_state(client, gateway),
-            lambda s: float(s["kv_usage"] or 0) > 0 and float(s["running"] or 0) > 0,  # type: ignore[arg-type]
-        )
-        assert 0 < float(busy["kv_usage"]) <= 1  # type: ignore[arg-type]
-        await own
+        # Eight clients that keep sending until both views have shown the load: eight requests
+        # sent once can finish between two of the gateway's scrapes on a fast engine (or one that
+        # a busy host stalls), and then it rightly reports nothing running.
+        stop = asyncio.Event()
 
-        assert await asyncio.gather(*load) == [300] * 8
+        async def client_loop(i: int) -> int:
+            sent = 0
+            while not stop.is_set():
+                assert await generate(client, gateway.base_url, engine.model, 100 * i + sent) == 300
+                sent += 1
+            return sent
+
+        load = [asyncio.create_task(client_loop(i)) for i in range(8)]
+        try:
+            own = asyncio.create_task(
+                poll_until(
+                    lambda: asyncio.to_thread(engine_running, engine.base_url),
+                    lambda own: float(own["running"]) > 0,  # type: ignore[arg-type]
+                )
+            )
+            busy = await poll_until(
+                lambda: backend_state(client, gateway),
+                lambda s: float(s["kv_usage"] or 0) > 0 and float(s["running"] or 0) > 0,  # type: ignore[arg-type]
+            )
+            assert 0 < float(busy["kv_usage"]) <= 1  # type: ignore[arg-type]
+            await own
+        finally:
+            stop.set()
+        assert all(sent >= 1 for sent in await asyncio.gather(*load))
         quiet = await poll_until(
             lambda: backend_state(client, gateway),
             lambda s: s["kv_usage"] == 0 and s["running"] == 0 and s["inflight"] == 0,
