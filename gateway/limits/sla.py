@@ -238,7 +238,9 @@ class SLALimit:
 
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
         self._resume = None
-        if self._floor.outlived(obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90):
+        if self._floor.outlived(
+            obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90, self._settling.in_force_for
+        ):
             # The time outside the engine that made the floor is gone; the other limits read it.
             self._floor.forget()
             self.ledger.forget_latency(keep=obs.limit)

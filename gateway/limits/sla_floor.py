@@ -54,7 +54,11 @@ in the queue as long, so the queue hides the front end's delay. On the real engi
 stalls again and again (chat-short: no limit from 1 to 64 met a TTFT P90 of 0.22 s) read 0.07-0.12 s
 outside per request as a P90 at a fixed 64 with 31 waiting, against 0.10-0.50 s (median 0.23) at 2
 to 32 with none: the floor proven at 3 was forgotten at 56, and the limit cut to 9 within 20 s
-before proving it again. Little's law and not the proxy's TTFT P90 minus the engine's: at such a
+before proving it again. And only on what the limit in force read after the floor was first
+proven, for the dwell: the limit the climb goes to was measured before, often before the cause came
+(on the real engine a stall's floor proven at 3 was forgotten the tick the climb reached 8, whose
+entry was of a clean spell 28 s earlier, and the limit was cut to 4 and then 2, `sla_infeasible`
+reported for 4 s of 40). Little's law and not the proxy's TTFT P90 minus the engine's: at such a
 limit the engine's P90 falls in its 1.0-2.5-s histogram bucket, off by up to a second, while the
 count of requests outside is exact. Floors of the engine's own latency (a prefill slower than the
 target, a TPOT floor) are not outside it and last their memory.
@@ -171,6 +175,7 @@ class ProvenFloor:
         self.front_end = FrontEndDelay(dwell=p.probe_dwell, span=p.floor_span, memory=p.memory)
         self._p = p
         self._found: tuple[dict[Signal, float], float] | None = None  # the floor, and until when
+        self._since = 0.0  # when the floor remembered was first proven
         self._outside = False  # whether it is time spent outside the engine
 
     def find(
@@ -191,19 +196,24 @@ class ProvenFloor:
             )
         if found is None:
             return self.remembered(obs.now)
+        if self.remembered(obs.now) is None:
+            self._since = obs.now
         self._found, self._outside = (found, obs.now + self._p.floor_memory), outside
         return found
 
     def remembered(self, now: float) -> dict[Signal, float] | None:
         return self._found[0] if self._found is not None and now < self._found[1] else None
 
-    def outlived(self, now: float, here: Entry | None, target: float | None) -> bool:
+    def outlived(self, now: float, here: Entry | None, target: float | None, in_force: float) -> bool:
         """Whether the floor remembered is time spent outside the engine and `here` (the entry of the
-        limit in force, measured for the dwell) shows it gone: under the TTFT `target` (`spent_outside`)."""
+        limit in force for `in_force` seconds) shows it gone: under the TTFT `target` (`spent_outside`),
+        measured for the dwell since the floor was first proven."""
         if not self._outside or self.remembered(now) is None or here is None or target is None:
             return False
         if here.waiting is None or here.waiting >= 1.0:
             return False  # requests waiting in the engine would have waited outside it as long
+        if min(in_force, now - self._since) < self._p.probe_dwell:
+            return False  # what `here` holds was measured before the floor: its cause had not come
         return here.measured >= self._p.probe_dwell and not spent_outside(here, target)
 
     def forget(self) -> None:

@@ -120,13 +120,28 @@ def test_a_floor_proven_on_the_front_ends_delay_is_outlived_once_the_front_end_h
     assert found.find(delayed(105.0, 4), "ttft", 1.0, True, []) == {"ttft": 1.2}
     # At 46, 1 request outside while 12.5 finish a second: 0.08 s each, 0.18 s as a P90; the
     # target is 1 s.
-    assert found.outlived(114.0, at_limit(1.0, 12.5), 1.0)
-    assert not found.outlived(114.0, at_limit(1.0, 12.5, seconds=3), 1.0)  # not measured for the dwell
+    assert found.outlived(114.0, at_limit(1.0, 12.5), 1.0, in_force=10.0)
+    assert not found.outlived(
+        114.0, at_limit(1.0, 12.5, seconds=3), 1.0, in_force=10.0
+    )  # not measured for the dwell
     # With 20 waiting in the engine's queue, those would have waited as long had the front end held
     # them: the time outside reads short whether the front end still holds requests or not.
-    assert not found.outlived(114.0, at_limit(1.0, 12.5, waiting=20.0), 1.0)
+    assert not found.outlived(114.0, at_limit(1.0, 12.5, waiting=20.0), 1.0, in_force=10.0)
     # 6 outside at that pace: 0.48 s each, 1.1 s as a P90 of an exponential delay: it still holds.
-    assert not found.outlived(114.0, at_limit(6.0, 12.5), 1.0)
+    assert not found.outlived(114.0, at_limit(6.0, 12.5), 1.0, in_force=10.0)
+
+
+def test_a_floor_is_outlived_only_on_what_was_measured_after_it() -> None:
+    found = ProvenFloor(SLAParams())
+    for i in range(5):
+        found.find(delayed(100.0 + i, 8), "ttft", 1.0, True, [])
+    assert found.find(delayed(105.0, 4), "ttft", 1.0, True, []) is not None
+    # The climb goes to 46, whose entry shows little time outside the engine: what it holds counts
+    # only once 46 has been in force for the dwell (4 s), and the floor proven as long.
+    at_46 = at_limit(1.0, 12.5)
+    assert not found.outlived(107.0, at_46, 1.0, in_force=2.0)  # 46's entry is of before its climb
+    assert not found.outlived(107.0, at_46, 1.0, in_force=30.0)  # in force since before the proof
+    assert found.outlived(110.0, at_46, 1.0, in_force=5.0)
 
 
 def test_a_ttft_floor_along_the_limit_is_outlived_only_where_it_was_spent_outside_the_engine() -> None:
@@ -140,14 +155,14 @@ def test_a_ttft_floor_along_the_limit_is_outlived_only_where_it_was_spent_outsid
 
     found = ProvenFloor(SLAParams())
     assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(4.0)) == {"ttft": 0.846}
-    assert found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+    assert found.outlived(118.0, at_limit(1.0, 12.5), 0.32, in_force=10.0)
     # Proven on a tick where TPOT is what reads over target, it is the same floor.
     found = ProvenFloor(SLAParams())
     assert found.find(make_obs(now=114.0, limit=4), "tpot", 0.32, True, stalled(4.0)) == {"ttft": 0.846}
-    assert found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+    assert found.outlived(118.0, at_limit(1.0, 12.5), 0.32, in_force=10.0)
     # The same floor with nothing held outside the engine is the engine's own latency.
     assert found.find(make_obs(now=114.0, limit=4), "ttft", 0.32, True, stalled(0.0)) is not None
-    assert not found.outlived(114.0, at_limit(1.0, 12.5), 0.32)
+    assert not found.outlived(118.0, at_limit(1.0, 12.5), 0.32, in_force=10.0)
 
 
 def test_a_tpot_floor_is_not_outlived_by_the_front_end() -> None:
@@ -156,4 +171,4 @@ def test_a_tpot_floor_is_not_outlived_by_the_front_end() -> None:
     for e in entries:
         e.measured = 4.0
     assert found.find(make_obs(now=100.0, limit=5), "tpot", 0.015, True, entries) is not None
-    assert not found.outlived(114.0, at_limit(0.0, 12.5), 1.0)
+    assert not found.outlived(114.0, at_limit(0.0, 12.5), 1.0, in_force=10.0)
