@@ -84,8 +84,7 @@ def run_workload(
     if given is not None:
         targets: dict[str, dict[str, float]] = given["targets"]
         measured: dict[str, dict[str, float]] = dict(given["p90s"])
-        levels = "; ".join(f"{level} {_p90_text(t)}" for level, t in targets.items())
-        print(f"\n== {workload.name}: targets given: {levels}", flush=True)
+        print(f"\n== {workload.name}: targets given: {_targets_text(targets)}", flush=True)
     else:
         targets = {}
         measured = {"unloaded": unloaded(workload, info, args)}
@@ -103,8 +102,8 @@ def run_workload(
                 level: matrix.targets(workload, level, measured["unloaded"], measured["loaded"])
                 for level in matrix.LEVELS
             }
-            levels = "; ".join(f"{level} {_p90_text(t)}" for level, t in targets.items())
-            print(f"== {workload.name}: loaded P90 {_p90_text(measured['loaded'])}; targets {levels}")
+            loaded = _p90_text(measured["loaded"])
+            print(f"== {workload.name}: loaded P90 {loaded}; targets {_targets_text(targets)}")
         summary = runner.summarize(run, result, states, {level: targets[level] for level in args.levels})
         summaries.append(summary)
         raw = {
@@ -124,6 +123,10 @@ def run_workload(
             flush=True,
         )
     return targets, summaries, measured
+
+
+def _targets_text(targets: dict[str, dict[str, float]]) -> str:
+    return "; ".join(f"{level} {_p90_text(t)}" for level, t in targets.items())
 
 
 def _p90_text(p90: dict[str, float]) -> str:
