@@ -3,15 +3,15 @@
 One entry per limit L. Each control interval while L binds adds its delivered output tokens, its
 length in seconds, the requests that finished, the tokens that came in one piece when a request
 finished (a non-streaming answer), the output tokens of the requests that finished and of those
-that missed an SLA target, the requests held outside the engine and those it ran; and the worst
-P90/target ratio and that P90 measured at L:
+that missed an SLA target, the requests held outside the engine and those it ran; the worst
+P90/target ratio measured at L; and each signal's newest P90 and ratio read there on evidence:
 
     w = 2^(-(now - last update) / half_life)
     x <- w x x + this interval's x   for tokens, seconds, finished, lumped, answered, missed,
                                      hidden, running
     rate = tokens / seconds,  hidden (running) = mean requests in flight that the engine did not
     count (that it ran), over the seconds it was read
-    ratio <- the newest value (the window P90 already averages over the requests behind it)
+    ratio, readings <- the newest values (the window P90 already averages over the requests behind it)
     noise = (lumped / tokens) / sqrt(finished)    relative standard deviation of the rate
     met = 1 - missed / answered                   share of the output that met every target
     goodput = rate x met,  its standard deviation  rate x sqrt((met x noise)^2 + met (1 - met) / finished)
@@ -40,9 +40,18 @@ Pure: the caller passes the time.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gateway.types import Signal
+
+
+class Reading(NamedTuple):
+    """One signal's window P90 at a limit, and its ratio to the target."""
+
+    ratio: float
+    p90: float
 
 
 @dataclass(slots=True)
@@ -85,10 +94,8 @@ class Entry:
     """Requests the engine ran."""
     ratio: float | None = None
     """Worst P90 / target measured at this limit (None before any P90)."""
-    signal: Signal | None = None
-    """The signal of that worst ratio."""
-    p90: float | None = None
-    """Its P90 in seconds."""
+    readings: dict[Signal, Reading] = field(default_factory=dict)
+    """Each signal's newest P90 read here on evidence (gateway.limits.sla_evidence.readings)."""
 
     @property
     def rate(self) -> float:
@@ -189,18 +196,26 @@ class Ledger:
         e.at = now
         return e
 
-    def record_ratio(self, now: float, limit: int, ratio: float, signal: Signal, p90: float) -> Entry:
-        """The worst P90/target ratio (and its signal and P90) measured at `limit`."""
+    def record_ratio(self, now: float, limit: int, ratio: float) -> Entry:
+        """The worst P90/target ratio measured at `limit`."""
         e = self._entry(now, limit)
-        e.ratio, e.signal, e.p90, e.at = ratio, signal, p90, now
+        e.ratio, e.at = ratio, now
         return e
+
+    def record_readings(self, now: float, limit: int, readings: Mapping[Signal, Reading]) -> None:
+        """The P90s read at `limit` on evidence; a signal not read keeps its last reading."""
+        if readings:
+            e = self._entry(now, limit)
+            e.readings.update(readings)
+            e.at = now
 
     def forget_latency(self, keep: int) -> None:
         """Forget the P90s and the targets missed at every limit but `keep`: they describe conditions
         that have gone."""
         for e in self._entries.values():
             if e.limit != keep:
-                e.ratio, e.signal, e.p90 = None, None, None
+                e.ratio = None
+                e.readings.clear()
                 e.answered, e.missed = 0.0, 0.0
 
     def get(self, limit: int) -> Entry | None:

@@ -5,10 +5,10 @@ limit with the most throughput instead of starving the backend.
 Every tick the algorithm is told the output tokens delivered since the previous tick (the engine's
 count, else finished requests plus streams' progress, and which came as whole answers) and the
 window P90s since the limit last changed. It keeps a ledger (gateway.limits.ledger) of the rate,
-its count noise, the requests held outside the engine and the worst P90/target ratio r at each
-limit L, and moves by these rules, in order (u = `increase_below`, K = the requests the KV cache
-holds, W = those it holds with every request at its full size, R = max(sqrt L, K - L) as in
-gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
+its count noise, the requests held outside the engine, the worst P90/target ratio r and each
+signal's P90 at each limit L, and moves by these rules, in order (u = `increase_below`, K = the
+requests the KV cache holds, W = those it holds with every request at its full size, R = max(sqrt L,
+K - L) as in gateway.limits.sla_steps, parameters in gateway.limits.sla_params):
 
     not binding, at most min(I, W) in flight for `idle_restart` s, L > min(I, W) (I: the initial
     limit)                                           L <- min(I, W)         not_binding
@@ -126,6 +126,7 @@ from gateway.limits.sla_evidence import (
     growth_evidence,
     hidden,
     over_target,
+    readings,
 )
 from gateway.limits.sla_floor import ProvenFloor, along_the_limit
 from gateway.limits.sla_goodput import judged_raise, lower_for_goodput
@@ -196,12 +197,16 @@ class SLALimit:
         over, over_ratio = over_target(obs, self.sla, self.params.evidence_alpha)
         if over is not None or ratio >= self.params.increase_below:
             self._knee = (obs.limit, obs.now)
+        if settled:
+            self.ledger.record_readings(
+                obs.now, obs.limit, readings(obs, self.sla, self.params.evidence_alpha)
+            )
         if over is not None:
             if settled:
-                self.ledger.record_ratio(obs.now, obs.limit, over_ratio, over, obs.p90[over])
+                self.ledger.record_ratio(obs.now, obs.limit, over_ratio)
             return self._over(obs, over, over_ratio)
         if signal is not None and evident(obs, self.sla) and settled:
-            self.ledger.record_ratio(obs.now, obs.limit, ratio, signal, obs.p90[signal])
+            self.ledger.record_ratio(obs.now, obs.limit, ratio)
             if ratio <= 1.0:
                 self._floor.forget()
         if ratio > 1.0:

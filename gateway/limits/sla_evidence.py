@@ -1,7 +1,7 @@
 """What the `sla` controller reads from one observation and the ledger: which P90 is over target on
-enough evidence, what growth may act on, whether a rate is clearly higher than another and a probe
-up is kept, how many requests in flight the engine does not count (and how many it runs), and
-whether the last increase of the limit only went there.
+enough evidence and which P90s stand on evidence at all, what growth may act on, whether a rate is
+clearly higher than another and a probe up is kept, how many requests in flight the engine does not
+count (and how many it runs), and whether the last increase of the limit only went there.
 
 Pure functions of their arguments.
 """
@@ -12,7 +12,7 @@ import math
 from typing import NamedTuple
 
 from gateway.limits.base import quantile_exceeds, worst_ratio
-from gateway.limits.ledger import Entry
+from gateway.limits.ledger import Entry, Reading
 from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA, Observation, Signal
 
@@ -35,6 +35,26 @@ def over_target(obs: Observation, sla: SLA, alpha: float) -> tuple[Signal | None
 
     signal, ratio = worst_ratio(obs, sla, admit=admit)
     return (signal, ratio) if ratio > 1.0 else (None, ratio)
+
+
+def readings(obs: Observation, sla: SLA, alpha: float) -> dict[Signal, Reading]:
+    """Each SLA signal's P90 that stands on evidence: min_samples values, or values over the target
+    so many that `over_target` would cut on them.
+
+    Why every signal and not only the worst: a floor is a signal whose P90 does not fall as the limit
+    falls (gateway.limits.sla_floor), read along the limits where that signal was read; a stall that
+    put TTFT furthest over target at one limit hid what TPOT read there.
+    """
+    found: dict[Signal, Reading] = {}
+    for signal, target in sla.targets().items():
+        p90, values = obs.p90.get(signal), obs.values.get(signal)
+        if p90 is None or target <= 0:
+            continue
+        if obs.counts.get(signal, 0) >= obs.min_samples or (
+            values and quantile_exceeds(values, target, 0.9, alpha)
+        ):
+            found[signal] = Reading(p90 / target, p90)
+    return found
 
 
 def evident(obs: Observation, sla: SLA) -> bool:

@@ -11,10 +11,11 @@ Two proofs, either enough:
   what the gateway lets in (tokenizing on a busy CPU) delays requests more the more it is let
   in; taken as a floor where it first shows, it would hold the limit above one that meets the
   target.
-- Along the limit: the lowest measured limit L0 misses its target (r0 > 1), and either L0 is the
-  configured floor, or limits L1 >= span x L0 were measured too and for every one of them the line
-  through (L0, r0) and (L1, r1) is still over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 -
-  floor) > 1; and so is the line through every limit measured in between. Every one, because an
+- Along the limit, signal by signal: the lowest measured limit L0 misses a signal's target (r0 > 1,
+  that signal's P90 over its target), and either L0 is the configured floor, or limits L1 >= span x
+  L0 read that signal too and for every one of them the line through (L0, r0) and (L1, r1) is still
+  over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 - floor) > 1; and so is the line through
+  every limit in between that read it. Every one, because an
   entry may predate a change of capacity: a limit measured before the backend slowed down looks as
   slow as a lower one measured after, and that pair alone would hold the limit where latency is
   missed. A higher limit that met its target refutes the floor outright: the SLA was met there,
@@ -31,13 +32,15 @@ Two proofs, either enough:
   slowdown that passes (the engine busy for a few seconds, the first seconds of a cold start)
   shows at a limit and at the one a cut leads to alike, and a floor proven on it would hold the
   limit at the KV cache's size for `floor_memory`; the caller holds L0 while the proof waits.
-The floor reported is the signal the lowest limit missed, at the lowest P90 of that signal measured
-over target at any limit (or the part spent outside the engine). Each entry keeps the signal of
-its worst ratio, and under an SLA on TTFT and TPOT the ledger holds both: reported under one name,
-a TPOT P90 read as a TTFT floor of 0.008 s against a target of 0.03 on the real engine; and a
-signal missed only at the higher limits is latency the limit adds, not a floor (in virtual time a
-TPOT P90 read at 32, with a TTFT floor proven at 4, made that floor the engine's own and kept it
-past its cause).
+The floor reported is each signal proven so, at the lowest P90 of that signal measured over target
+at any limit (or the part spent outside the engine). Per signal, because the limits' worst ratios
+mix them: on the real engine a front end's stall put TTFT at 59x its target at 4 while TPOT read
+4x there and 3.3x at 2, and the line through the worst ratios (59x at 4, TPOT's 3.3x at 2) fell
+steeply, as latency that a cut lowers does; the TPOT floor waited until the floor limit had been
+measured, 24 s into the load at 1 and 2 in flight. Taken under one name, a TPOT P90 was read as a
+TTFT floor of 0.008 s against a target of 0.03; and a signal missed only at the higher limits is
+latency the limit adds, not a floor (in virtual time a TPOT P90 read at 32, with a TTFT floor
+proven at 4, made that floor the engine's own and kept it past its cause).
 ProvenFloor tries both and remembers a floor for `floor_memory` seconds after it was last proven,
 unless it was time spent outside the engine that has gone since. A floor is outside the engine when
 the front end's delay proved it, or when it is a TTFT floor proven along the limit and, at its
@@ -135,28 +138,30 @@ class FrontEndDelay:
 def along_the_limit(
     entries: Sequence[Entry], floor: int, *, span: float, dwell: float = 0.0
 ) -> dict[Signal, float] | None:
-    """The floor proven by the ledger's entries (sorted by limit), else None; with the lowest
-    limit measured for at least `dwell` seconds."""
-    points = [e for e in entries if e.ratio is not None]
-    if not points:
+    """The floor of each signal proven by the ledger's entries (sorted by limit), else None; with the
+    lowest limit measured for at least `dwell` seconds."""
+    points = [e for e in entries if e.readings]
+    if not points or points[0].measured < dwell:
         return None
-    low = points[0]
-    assert low.ratio is not None
-    if low.ratio <= 1.0 or low.p90 is None or low.measured < dwell:
-        return None
-    proven = low.limit <= floor  # the floor limit needs no line
-    for high in [] if proven else points[1:]:
-        assert high.ratio is not None
-        if high.ratio <= 1.0:
-            return None  # a higher limit met the target: read before a change of the backend
-        slope = (high.ratio - low.ratio) / (high.limit - low.limit)
-        if low.ratio - slope * (low.limit - floor) <= 1.0:
-            return None  # latency rises with the limit: a cut lowers it
-        proven = proven or high.limit >= span * low.limit
-    if not proven:
-        return None
-    over = [e.p90 for e in points if e.signal == low.signal and e.p90 is not None and (e.ratio or 0.0) > 1.0]
-    return {low.signal: min(over)} if low.signal is not None and over else None
+    low, found = points[0], {}
+    for signal, (r0, _) in low.readings.items():
+        line = [(e.limit, e.readings[signal].ratio) for e in points[1:] if signal in e.readings]
+        if r0 > 1.0 and _along(low.limit, r0, line, floor, span):
+            over = [e.readings[signal] for e in points if signal in e.readings]
+            found[signal] = min(p90 for r, p90 in over if r > 1.0)
+    return found or None
+
+
+def _along(limit: int, ratio: float, higher: Sequence[tuple[int, float]], floor: int, span: float) -> bool:
+    """Whether the ratio read at `limit` is a floor by the ratios read at the `higher` limits."""
+    proven = limit <= floor  # the floor limit needs no line
+    for at, r in [] if proven else higher:
+        if r <= 1.0:
+            return False  # a higher limit met the target: read before a change of the backend
+        if ratio - (r - ratio) / (at - limit) * (limit - floor) <= 1.0:
+            return False  # latency rises with the limit: a cut lowers it
+        proven = proven or at >= span * limit
+    return proven
 
 
 def spent_outside(e: Entry, target: float) -> bool:
@@ -192,7 +197,7 @@ class ProvenFloor:
                 found is not None
                 and ttft is not None
                 and set(found) == {"ttft"}
-                and spent_outside(next(e for e in entries if e.ratio is not None), ttft)
+                and spent_outside(next(e for e in entries if e.readings), ttft)
             )
         if found is None:
             return self.remembered(obs.now)

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from gateway.limits.ledger import Ledger
+from gateway.limits.ledger import Ledger, Reading
 
 
 def test_a_rate_is_the_decayed_tokens_over_the_decayed_seconds() -> None:
@@ -36,10 +36,21 @@ def test_the_engine_counts_are_means_over_the_seconds_they_were_read() -> None:
 def test_entries_not_updated_for_the_memory_are_forgotten() -> None:
     ledger = Ledger(half_life=10.0, memory=30.0)
     ledger.record_rate(100.0, 8, 1000.0, 1.0)
-    ledger.record_ratio(120.0, 12, 1.2, "tpot", 0.5)
+    ledger.record_ratio(120.0, 12, 1.2)
     assert [e.limit for e in ledger.fresh(125.0)] == [8, 12]
     assert [e.limit for e in ledger.fresh(131.0)] == [12]
     assert ledger.below(131.0, 16) is not None and ledger.below(131.0, 12) is None
+
+
+def test_each_signal_keeps_its_newest_reading() -> None:
+    ledger = Ledger(half_life=10.0, memory=30.0)
+    ledger.record_readings(100.0, 8, {})
+    assert ledger.get(8) is None  # nothing read: no entry
+    ledger.record_readings(100.0, 8, {"ttft": Reading(2.0, 0.8), "tpot": Reading(1.2, 0.012)})
+    ledger.record_readings(101.0, 8, {"tpot": Reading(1.1, 0.011)})
+    e = ledger.get(8)
+    assert e is not None and e.readings == {"ttft": Reading(2.0, 0.8), "tpot": Reading(1.1, 0.011)}
+    assert e.at == 101.0
 
 
 def test_a_limit_measured_again_after_a_gap_still_counts_as_measured() -> None:
@@ -68,13 +79,15 @@ def test_the_seconds_spent_outside_the_engine_follow_littles_law() -> None:
 def test_forgetting_latency_keeps_the_rates_and_the_limit_in_force() -> None:
     ledger = Ledger(half_life=10.0, memory=30.0)
     ledger.record_rate(100.0, 4, 300.0, 1.0)
-    ledger.record_ratio(100.0, 4, 2.0, "ttft", 0.8)
-    ledger.record_ratio(110.0, 46, 6.0, "ttft", 2.4)
+    ledger.record_ratio(100.0, 4, 2.0)
+    ledger.record_readings(100.0, 4, {"ttft": Reading(2.0, 0.8)})
+    ledger.record_ratio(110.0, 46, 6.0)
+    ledger.record_readings(110.0, 46, {"ttft": Reading(6.0, 2.4)})
     ledger.record_rate(110.0, 4, 0.0, 0.0, answered=500.0, missed=400.0)
     ledger.forget_latency(keep=46)
     low, high = ledger.fresh(111.0)
-    assert (low.ratio, low.signal, low.p90, low.rate, low.met) == (None, None, None, 300.0, 1.0)
-    assert (high.ratio, high.p90) == (6.0, 2.4)
+    assert (low.ratio, low.readings, low.rate, low.met) == (None, {}, 300.0, 1.0)
+    assert (high.ratio, high.readings) == (6.0, {"ttft": Reading(6.0, 2.4)})
 
 
 def test_goodput_is_the_rate_times_the_share_of_the_output_that_met_every_target() -> None:

@@ -82,6 +82,24 @@ def test_a_slowdown_that_passes_within_the_dwell_proves_no_floor(obs: ObsFactory
     assert not any(d.sla_infeasible for d in later)
 
 
+def test_a_stall_of_one_signal_hides_no_floor_of_another(obs: ObsFactory) -> None:
+    # A front end's stall put TTFT at 50x its target at 4, TPOT 4x; at 2, once it passed, TTFT read
+    # 1.8x and TPOT 3.3x. Through the worst ratios latency falls steeply with the limit; TPOT's own
+    # line stays over its target down to the floor limit: a floor, proven at 2 after the dwell.
+    a = create("sla", {}, SLA(ttft_p90=0.05, tpot_p90=0.002))
+
+    def tick(limit: int, ttft: float, tpot: float, now: float) -> Decision:
+        p90 = {"ttft": ttft, "tpot": tpot}
+        return a.update(
+            obs(limit=limit, p90=p90, now=now, interval=1.0, since_change=10.0, delivered_tokens=1000.0)
+        )
+
+    tick(4, 2.5, 0.008, 96.0)
+    held = [tick(2, 0.09, 0.0066, 100.0 + t) for t in range(4)]
+    assert [(d.reason, d.limit) for d in held[:3]] == [("insufficient_samples", 2)] * 3
+    assert held[-1].sla_infeasible and held[-1].latency_floor == {"tpot": 0.0066}
+
+
 def outside(obs: ObsFactory, now: float, limit: int = 12, **kw: object) -> Observation:
     """TTFT 1.3 s at the proxy, 0.05 s in the engine's own histogram: 1.25 s spent outside it."""
     stats = engine_stats(at=now - 0.5, ttft_p90=0.05)

@@ -8,8 +8,16 @@ from dataclasses import replace
 import pytest
 from limits_helpers import ObsFactory
 
-from gateway.limits.ledger import Entry
-from gateway.limits.sla_evidence import COHORT_LEAST, Growth, cohort_p90, gains, growth_evidence, probe_kept
+from gateway.limits.ledger import Entry, Reading
+from gateway.limits.sla_evidence import (
+    COHORT_LEAST,
+    Growth,
+    cohort_p90,
+    gains,
+    growth_evidence,
+    probe_kept,
+    readings,
+)
 from gateway.limits.sla_params import SLAParams
 from gateway.types import SLA
 
@@ -113,3 +121,19 @@ def test_a_cohort_does_not_stand_in_for_a_stream_signal_short_of_values(obs: Obs
     cohort = [1.0] * COHORT_LEAST
     o = obs(p90={"e2e": 1.0, "ttft": 0.1}, counts={"e2e": 8, "ttft": 8}, min_samples=20, e2e_cohort=cohort)
     assert growth_evidence(o, sla, 0.1, 0.9) is None
+
+
+def test_every_signal_on_evidence_is_read_not_only_the_worst(obs: ObsFactory) -> None:
+    sla = SLA(ttft_p90=0.05, tpot_p90=0.002, e2e_p90=10.0)
+    o = obs(
+        p90={"ttft": 2.5, "tpot": 0.006, "e2e": 4.0},
+        values={"ttft": [2.5] * 15, "tpot": [0.006] * 4, "e2e": [4.0] * 3},
+        counts={"ttft": 15, "tpot": 4, "e2e": 3},
+        min_samples=20,
+    )
+    # TTFT and TPOT are over target beyond chance (15 of 15, 4 of 4 values); e2e's 3 values under
+    # target say nothing yet.
+    assert readings(o, sla, 0.01) == {"ttft": Reading(50.0, 2.5), "tpot": Reading(3.0, 0.006)}
+    # On min_samples values a P90 stands whether over or under its target.
+    o = obs(p90={"e2e": 4.0}, values={"e2e": [4.0] * 20}, counts={"e2e": 20}, min_samples=20)
+    assert readings(o, sla, 0.01) == {"e2e": Reading(0.4, 4.0)}

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 from limits_helpers import engine_stats, make_obs
 
-from gateway.limits.ledger import Entry, Ledger
+from gateway.limits.ledger import Entry, Ledger, Reading
 from gateway.limits.sla_floor import FrontEndDelay, ProvenFloor, along_the_limit
 from gateway.limits.sla_params import SLAParams
-from gateway.types import Observation
+from gateway.types import Observation, Signal
 
 
-def entry(limit: int, ratio: float, p90: float) -> Entry:
-    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, measured=1.0, ratio=ratio, signal="tpot", p90=p90)
+def entry(
+    limit: int, ratio: float, p90: float, signal: Signal = "tpot", ttft: Reading | None = None
+) -> Entry:
+    """`limit` measured for a second, its `signal` read at `ratio` of its target (`p90` s), and TTFT
+    read as `ttft` if given."""
+    readings: dict[Signal, Reading] = {signal: Reading(ratio, p90)}
+    if ttft is not None:
+        readings["ttft"] = ttft
+    return Entry(limit, at=0.0, tokens=100.0, seconds=1.0, measured=1.0, ratio=ratio, readings=readings)
 
 
 def test_flat_latency_from_the_lowest_limit_up_is_a_floor() -> None:
@@ -46,14 +53,29 @@ def test_a_higher_limit_that_met_the_target_refutes_the_floor() -> None:
 
 
 def test_the_floor_is_reported_for_the_signal_the_lowest_limit_missed() -> None:
-    # Under an SLA on TTFT and TPOT each limit's worst ratio may be either. The floor is the lowest
-    # limit's: its signal, with the lowest P90 of that signal over target; a TTFT read over target
-    # higher up is latency the limit adds, not a floor, and never a TPOT P90 as a TTFT floor.
-    low = Entry(1, at=0.0, measured=1.0, ratio=1.49, signal="tpot", p90=0.007)
-    high = Entry(4, at=0.0, measured=1.0, ratio=2.4, signal="ttft", p90=0.071)
+    # Under an SLA on TTFT and TPOT each limit reads both. The floor is the lowest limit's signal,
+    # with the lowest P90 of that signal over target; a TTFT read over target higher up is latency
+    # the limit adds, not a floor, and never a TPOT P90 as a TTFT floor.
+    low = entry(1, 1.49, 0.007)
+    high = entry(4, 2.4, 0.071, "ttft")
     assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.007}
-    higher = Entry(8, at=0.0, measured=1.0, ratio=1.6, signal="tpot", p90=0.0075)
+    higher = entry(8, 1.6, 0.0075)
     assert along_the_limit([low, high, higher], 1, span=2.0) == {"tpot": 0.007}
+
+
+def test_each_signal_is_drawn_along_the_limits_that_read_it() -> None:
+    # A front end's stall put TTFT at 59x its target at 4, where TPOT read 4x; 2 read TPOT 3.3x.
+    # Through the worst ratios the line would fall steeply (a cut would seem to help); TPOT's own
+    # line is nearly flat, still 2.95x at the floor limit: a TPOT floor, proven at 2.
+    low = entry(2, 3.3, 0.005, ttft=Reading(2.1, 0.092))
+    high = entry(4, 4.0, 0.006, ttft=Reading(59.6, 2.56))
+    high.ratio = 59.6
+    assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.005}
+    # Both signals flat: both floors.
+    high.readings["ttft"] = Reading(2.2, 0.096)
+    assert along_the_limit([low, high], 1, span=2.0) == {"tpot": 0.005, "ttft": 0.092}
+    # A limit that read only TTFT says nothing of TPOT, for or against.
+    assert along_the_limit([low, entry(4, 0.5, 0.02, "ttft")], 1, span=2.0) is None
 
 
 def test_limits_closer_than_the_span_prove_nothing() -> None:
@@ -148,9 +170,8 @@ def test_a_ttft_floor_along_the_limit_is_outlived_only_where_it_was_spent_outsid
     # 4 and 8 read TTFT 0.85-1.0 s against 0.32 while the front end held each request about 1 s
     # (4 outside while 4 finished a second at 4): a stall, gone once 46 holds 1 at 12.5 a second.
     def stalled(outside: float) -> list[Entry]:
-        low, high = at_limit(outside, 4.0), entry(8, 2.62, 0.846)
-        low.limit, low.ratio, low.signal, low.p90 = 4, 3.16, "ttft", 1.0
-        high.signal = "ttft"
+        low, high = at_limit(outside, 4.0), entry(8, 2.62, 0.846, "ttft")
+        low.limit, low.ratio, low.readings = 4, 3.16, {"ttft": Reading(3.16, 1.0)}
         return [low, high]
 
     found = ProvenFloor(SLAParams())
