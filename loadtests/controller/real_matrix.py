@@ -24,7 +24,8 @@ summaries, the targets and the P90s. `--rejudge` writes the report again from DI
 the current verdict rules, without running anything.
 
 Without --engine-url the engine is started from VLLM_VENV on a free port, at niceness
-`--engine-nice`, and stopped by its pid at the end. The niceness is there because vLLM's CPU engine
+`--engine-nice` (its processes' and its session's: scripts/vllm_cpu/engine.py), and stopped by its
+pid at the end. The niceness is there because vLLM's CPU engine
 keeps every core of this host busy: at the same priority it stalled the gateway's and the client's
 event loops for up to 3.6 s at a time, and those stalls, not the engine, were the TTFT P90 the lowest
 limits read (docs/benchmarks.md); a GPU engine does its work on the GPU. The measuring client is

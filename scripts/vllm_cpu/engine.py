@@ -130,15 +130,39 @@ def environment() -> dict[str, str]:
 
 
 def start(settings: EngineSettings, log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
-    """Start the engine in its own process group (it forks an engine-core child)."""
+    """Start the engine in its own session (it forks an engine-core child), at `settings.nice`."""
     write_model(settings)
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         command(settings),
         env=environment(),
         stdout=log,
         stderr=subprocess.STDOUT if log is not None else None,
         start_new_session=True,
     )
+    if settings.nice:
+        renice_session(proc.pid, settings.nice)
+    return proc
+
+
+def renice_session(pid: int, nice: int) -> None:
+    """Give the session that `pid` leads the niceness `nice` where the kernel groups sessions.
+
+    With the kernel's autogroup scheduling (Linux, `kernel.sched_autogroup_enabled`), every session
+    shares the CPU as one: a process's own niceness ranks it only within its session, so the
+    engine, alone in its session, would keep its share against the gateway's however niced. The
+    session's niceness is what ranks it against the others. Without autogroups there is no file to
+    write, and the processes' own niceness (`command`) is what counts; where the kernel refuses the
+    write, that is said and the engine starts all the same.
+    """
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        print(
+            f"the engine's session keeps its niceness ({error}); its processes' own is {nice}",
+            file=sys.stderr,
+        )
 
 
 def _get(url: str) -> int:
