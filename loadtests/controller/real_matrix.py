@@ -1,13 +1,13 @@
 """The controller evaluation on the real vLLM engine: every workload x SLA level, judged.
 
 usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--workload SPEC] [--levels loose,tight]
-       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.25,1,2] [--algorithm sla ...]
+       [--repeat 3] [--modes direct,fixed,adaptive] [--fixed-factors 0.125,0.25,1,2] [--algorithm sla ...]
        [--quick] [--warmup 15] [--window 25] [--drain 12] [--engine-url URL] [--engine-nice 10] [--out DIR]
        [--rejudge] [--targets-from DIR/summary.json]
 
 Per workload: its unloaded latency first (one client straight at the engine); then the repetitions,
-each running every mode once (loadtests.controller.plan): direct, the fixed limits at a quarter of
-the KV knee, the knee and twice it, the adaptive controller once per level, a fresh gateway per
+each running every mode once (loadtests.controller.plan): direct, the fixed limits at an eighth and a
+quarter of the KV knee, the knee and twice it, the adaptive controller once per level, a fresh gateway per
 mode. The first direct run's P90s are the loaded latency; with the unloaded ones they set each
 level's targets (loadtests.controller.matrix) before any gateway run; `--targets-from` takes them
 instead, with the P90s behind them, from an earlier run's summary.json for the workloads it holds,
@@ -169,7 +169,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--fixed-factors",
         type=lambda text: [float(f) for f in text.split(",") if f],
         default=list(plan.FIXED_FACTORS),
-        help="fixed limits as multiples of the KV knee (default 0.25,1,2)",
+        help="fixed limits as multiples of the KV knee (default 0.125,0.25,1,2)",
     )
     parser.add_argument("--max-num-seqs", type=int, default=32, help="the engine's (sizes the fixed sweep)")
     parser.add_argument("--engine-url")

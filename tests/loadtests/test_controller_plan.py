@@ -20,11 +20,11 @@ def test_a_shared_prefix_is_counted_once() -> None:
     assert plan.kv_knee(shared, 8192, 64) == (8192 - 600) / 200
 
 
-def test_fixed_limits_are_a_quarter_of_the_knee_the_knee_and_twice_it() -> None:
+def test_fixed_limits_are_an_eighth_and_a_quarter_of_the_knee_the_knee_and_twice_it() -> None:
     workload = Workload("w", "completions", True, (400, 400), (112, 112))  # knee 16
-    assert plan.fixed_limits(workload, 8192, 32) == [4, 16, 32]
+    assert plan.fixed_limits(workload, 8192, 32) == [2, 4, 16, 32]
     capped = Workload("c", "completions", True, (50, 50), (50, 50))  # knee capped at max_num_seqs
-    assert plan.fixed_limits(capped, 8192, 32) == [8, 32, 64]
+    assert plan.fixed_limits(capped, 8192, 32) == [4, 8, 32, 64]
     assert plan.fixed_limits(workload, 8192, 32, (1.0, 2.0)) == [16, 32]
 
 
