@@ -14,16 +14,16 @@ the first one's tight run always followed a loose run and the second's a tight o
 the second delivered more in 7 of 8 such pairs, whichever rule it ran.
 
 The fixed limits are multiples of the engine's KV knee, by default an eighth and a quarter of the
-knee, the knee and twice it: the knee is the concurrency at which the workload's requests fill the KV cache
-(capacity / tokens per request, the shared prefix counted once), capped at the engine's
-`max_num_seqs`; twice it shows whether throughput still rises past the knee (preemptions and all);
-a `tight` level binds below the knee where latency rises well before the KV cache fills (TPOT with
-a handful of sequences in the batch), and a quarter and an eighth of it give that level a fixed
-reference to be judged against: without one, a cell the controller met was judged as one nothing
-can meet, and with a quarter alone two such cells missed a TPOT target by 3-20% there while an
-eighth met it (chat-short at 8 and 4 on the real engine). Four limits, not a finer sweep, keep the
-default matrix under two hours with runs long enough for a controller to converge from its
-initial limit.
+knee, the knee and twice it: the knee is the concurrency at which the workload's requests fill the
+KV cache (capacity / tokens per request, the shared prefix counted once), capped at the engine's
+`max_num_seqs`; twice it shows whether throughput still rises past the knee (preemptions and all); a
+`tight` level binds below the knee where latency rises well before the KV cache fills (TPOT with a
+handful of sequences in the batch), and a quarter and an eighth of it give that level a fixed
+reference to be judged against: without one, a cell the controller met was judged as one nothing can
+meet, and with a quarter alone two such cells missed a TPOT target by 2-21% there while an eighth
+met it (chat-short at 8 and 4, chat-long-prompt at 3 and 1, on the real engine). Four limits, not a
+finer sweep, keep the default matrix under two hours with runs long enough for a controller to
+converge from its initial limit.
 
 `estimate_s` is the wall time a plan will take, printed before it starts: each run's load plus the
 drain of its last streams and the start of a gateway and the engine going idle, which the

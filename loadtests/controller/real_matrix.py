@@ -6,30 +6,30 @@ usage: python -m loadtests.controller.real_matrix [--workloads a,b] [--workload 
        [--rejudge] [--targets-from DIR/summary.json]
 
 Per workload: its unloaded latency first (one client straight at the engine); then the repetitions,
-each running every mode once (loadtests.controller.plan): direct, the fixed limits at an eighth and a
-quarter of the KV knee, the knee and twice it, the adaptive controller once per level, a fresh gateway per
-mode. The first direct run's P90s are the loaded latency; with the unloaded ones they set each
-level's targets (loadtests.controller.matrix) before any gateway run; `--targets-from` takes them
-instead, with the P90s behind them, from an earlier run's summary.json for the workloads it holds,
-so runs on different days, or a single cell run again, face the same targets: the one-client run
-that sets the tight level catches a stall of a busy host now and then (a TTFT P90 of 0.29 s where
-0.03-0.04 was usual), which moved one tight target from 0.22 s to 0.64. Every run's per-request
-records are judged against every level afterwards, so direct and fixed runs serve all levels. Every
-mode gets the same warm-up and window, long enough for an adaptive controller to converge from the
-initial limit of a freshly started gateway; the estimated wall time is printed before the first
-run. At the end: the levels' targets with the P90s that set them, one table row per cell with its
-verdict (loadtests.controller.verdict) and one per mode, printed and written to DIR/report.md;
-DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and DIR/summary.json the
-summaries, the targets and the P90s. `--rejudge` writes the report again from DIR/summary.json with
-the current verdict rules, without running anything.
+each running every mode once (loadtests.controller.plan): direct, the fixed limits at an eighth and
+a quarter of the KV knee, the knee and twice it, the adaptive controller once per level, a fresh
+gateway per mode. The first direct run's P90s are the loaded latency; with the unloaded ones they
+set each level's targets (loadtests.controller.matrix) before any gateway run; `--targets-from`
+takes them instead, with the P90s behind them, from an earlier run's summary.json for the workloads
+it holds, so runs on different days, or a single cell run again, face the same targets: the
+one-client run that sets the tight level catches a stall of a busy host now and then (a TTFT P90 of
+0.29 s where 0.03-0.04 was usual), which moved one tight target from 0.22 s to 0.64. Every run's
+per-request records are judged against every level afterwards, so direct and fixed runs serve all
+levels. Every mode gets the same warm-up and window, long enough for an adaptive controller to
+converge from the initial limit of a freshly started gateway; the estimated wall time is printed
+before the first run. At the end: the levels' targets with the P90s that set them, one table row per
+cell with its verdict (loadtests.controller.verdict) and one per mode, printed and written to
+DIR/report.md; DIR/raw/ holds one JSON per run (records, /admin/state samples, summary) and
+DIR/summary.json the summaries, the targets and the P90s. `--rejudge` writes the report again from
+DIR/summary.json with the current verdict rules, without running anything.
 
 Without --engine-url the engine is started from VLLM_VENV on a free port, at niceness
 `--engine-nice` (its processes' and its session's: scripts/vllm_cpu/engine.py), and stopped by its
-pid at the end. The niceness is there because vLLM's CPU engine
-keeps every core of this host busy: at the same priority it stalled the gateway's and the client's
-event loops for up to 3.6 s at a time, and those stalls, not the engine, were the TTFT P90 the lowest
-limits read (docs/benchmarks.md); a GPU engine does its work on the GPU. The measuring client is
-this process; its CPU share is in the table (it must stay well under one core).
+pid at the end. The niceness is there because vLLM's CPU engine keeps every core of this host busy:
+at the same priority it stalled the gateway's and the client's event loops for up to 3.6 s at a
+time, and those stalls, not the engine, were the TTFT P90 the lowest limits read
+(docs/benchmarks.md); a GPU engine does its work on the GPU. The measuring client is this process;
+its CPU share is in the table (it must stay well under one core).
 """
 
 from __future__ import annotations
