@@ -27,7 +27,7 @@ Throughput climb (SLA infeasible), with B the limit that delivered most over `pr
                      else B (a higher L that delivered less first delays the next probe by
                      `probe_every`)                                             throughput_falls
     L measured for `probe_dwell` with W >= 1 requests on average waiting in the engine's queue
-    (gateway.limits.ledger), the wait after a probe undone over
+    (gateway.limits.ledger), the wait after a probe undone over (`to_batch`, within target too)
                      L <- L - floor(W), a step to the "batch"                   probe
     a probe due      L <- L + max(s, q L), or straight to K when K is above that and no limit as
                      high was measured lately (sla_steps.probe_up)              probe
@@ -144,14 +144,21 @@ class Probes:
             elif self.pacing.due(now) and (up := self._up(obs, best.limit))[1]:
                 return self._start(obs, best.limit, *up)  # judged against the best as measured
             return decide(obs, best.limit, "throughput_falls", "to the limit with the most throughput")
+        if (to_batch := self.to_batch(obs, here)) is not None:
+            return to_batch
+        if self.may_probe(obs):
+            return self._start(obs, limit, *self._up(obs, limit))
+        return decide(obs, limit, "steady", "holding the limit with the most throughput")
+
+    def to_batch(self, obs: Observation, here: Entry | None) -> Decision | None:
+        """Down to the batch the engine ran where L, measured, left requests in its queue."""
+        limit = obs.limit
         queued = None if here is None or here.waiting is None else math.floor(here.waiting)
         if queued and self.measured(obs, here) and self.may_lower(obs):
             self._from, self._kind = limit, "batch"
             why = f"the engine held {queued} of {limit} waiting: down to the batch it ran"
             return decide(obs, max(obs.floor, limit - queued), "probe", why)
-        if self.may_probe(obs):
-            return self._start(obs, limit, *self._up(obs, limit))
-        return decide(obs, limit, "steady", "holding the limit with the most throughput")
+        return None
 
     def judge(self, obs: Observation) -> Decision:
         """The probe being measured: keep it only if the rate rose beyond the noise."""

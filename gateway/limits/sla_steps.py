@@ -153,14 +153,22 @@ def rise_room(limit: int, r: float, u: float, fits: int | None) -> int:
     return max(proportional, min(fits - limit, math.floor(limit * (factor**2 - 1.0))))
 
 
-def judged_from(obs: Observation, p: SLAParams, outside: float | None) -> int | None:
+def judged_from(obs: Observation, p: SLAParams, outside: float | None, batch: float | None) -> int | None:
     """The limit from which a raise is a throughput probe, kept only on a measured gain, if known:
-    what the KV cache holds, or holds with every request at its full size where that is fewer, plus
-    the requests in flight that the engine does not hold (`outside`, a mean)."""
+    what the KV cache holds, or holds with every request at its full size where that is fewer, or
+    the full `batch` (`full_batch`) where that is fewer still, plus the requests in flight that
+    the engine does not hold (`outside`, a mean)."""
     fits = fits_whole(obs)
-    if fits is None:
-        return None
-    return max(1, math.ceil(fits * p.judged_past_kv)) + math.floor(outside or 0.0)
+    bounds = [max(1, math.ceil(fits * p.judged_past_kv))] if fits is not None else []
+    bounds += [] if batch is None else [max(1, math.ceil(batch))]
+    return min(bounds) + math.floor(outside or 0.0) if bounds else None
+
+
+def full_batch(measured: list[Entry]) -> float | None:
+    """The most requests the engine ran at a limit among `measured` where it also held one or more
+    waiting, on average: a batch it did not grow past (`max_num_seqs`, or its KV cache full)."""
+    ran = [e.running for e in measured if e.running is not None and (e.waiting or 0.0) >= 1.0]
+    return max(ran) if ran else None
 
 
 def probe_up(obs: Observation, start: int, least: int, measured: list[Entry], q: float) -> tuple[int, bool]:

@@ -591,13 +591,13 @@ def test_a_raise_is_judged_on_what_it_delivered_once_its_requests_turned_over(ob
     assert (judged.limit, judged.reason) == (20, "no_gain")
 
 
-@pytest.mark.parametrize(("running", "undone_after"), [(18.0, 3), (21.5, 12)])
+@pytest.mark.parametrize(("running", "undone_after"), [(20.0, 3), (21.5, 12)])
 def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_over(
     obs: ObsFactory, running: float, undone_after: int
 ) -> None:
-    # As above, with the engine's count: 20 ran 18 (the KV cache full) and 2 waited. Raised to 22
-    # (one step), the rate reads a burst until the requests turn over. Where the engine still ran
-    # 18 (4 waiting), no rate could have grown, and the raise is undone on its second tick in
+    # As above, with the engine's count: at 20 it ran all 20. Raised to 22 (one step), the rate
+    # reads a burst until the requests turn over. Where the engine still ran 20 (2 waiting: the
+    # KV cache full), no rate could have grown, and the raise is undone on its second tick in
     # force; where it ran 21.5, the rate decides, once they turned over.
     a = algo()
     every_tick = {"p90": {"ttft": 0.3}, "interval": 1.0, "kv_fits": 20}
@@ -614,7 +614,7 @@ def test_a_raise_the_engine_did_not_run_is_undone_before_its_requests_turned_ove
                 finished=3,
                 p50={"e2e": 8.0},
                 counts={"ttft": 3 if t < 5 else 50, "e2e": 50},
-                **counted(100.0 + t, 20, 18.0),
+                **counted(100.0 + t, 20, 20.0),
                 **every_tick,
             )
         )
@@ -852,3 +852,23 @@ def test_a_jump_due_from_the_limit_with_the_most_throughput_goes_at_once(obs: Ob
     moves = [(was, to) for was, to, _ in seen if to != was]
     assert moves[:3] == [(12, 8), (8, 5), (5, 30)]
     assert any("measuring 30 against 12" in detail for *_, detail in seen)
+
+
+def test_within_target_the_limit_comes_down_to_the_batch_the_engine_ran(obs: ObsFactory) -> None:
+    # At 48 the engine ran 32 (its `max_num_seqs`) and held 16 in its queue, where they add nothing
+    # to its rate: the limit tries 32, keeps it where it delivered as much, and a raise from there
+    # is judged on its gain, as one past the KV cache is.
+    a = algo()
+
+    def tick(limit: int, t: float, since: float, values: int = 50) -> Decision:
+        stats = engine_stats(at=t - 0.2, running=32.0, waiting=limit - 32.0)
+        at = replace(measured(obs, limit, 0.3, t), since_change=since, counts={"ttft": values})
+        return a.update(replace(at, engine_stats=stats, outside_engine=0.0))
+
+    # Too few values at 48 to grow on for its first 8 s: it is measured first.
+    d = next(d for t in range(20) if (d := tick(48, 100.0 + t, 10.0 + t, 3 if t < 8 else 50)).limit != 48)
+    assert (d.limit, d.reason) == (32, "probe") and "16 of 48 waiting" in d.detail
+    kept = next(t for t in range(1, 30) if (d := tick(32, 120.0 + t, float(t))).reason != "probing")
+    assert (d.limit, d.reason) == (32, "probe")
+    raised = next(d for t in range(kept + 1, 40) if (d := tick(32, 120.0 + t, float(t))).limit != 32)
+    assert raised.limit > 32 and "kept on a measured gain" in raised.detail
