@@ -159,9 +159,12 @@ def judged_from(obs: Observation, p: SLAParams, outside: float | None, batch: fl
     the full `batch` (`full_batch`) where that is fewer still, plus the requests in flight that
     the engine does not hold (`outside`, a mean)."""
     fits = fits_whole(obs)
-    bounds = [max(1, math.ceil(fits * p.judged_past_kv))] if fits is not None else []
-    bounds += [] if batch is None else [max(1, math.ceil(batch))]
-    return min(bounds) + math.floor(outside or 0.0) if bounds else None
+    bounds = [] if fits is None else [math.ceil(fits * p.judged_past_kv)]
+    if batch is not None:
+        bounds.append(math.ceil(batch))
+    if not bounds:
+        return None
+    return max(1, min(bounds)) + math.floor(outside or 0.0)
 
 
 def full_batch(measured: list[Entry]) -> float | None:
