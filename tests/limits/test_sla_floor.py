@@ -43,6 +43,17 @@ def test_a_steep_rise_closer_than_the_span_refutes_the_floor() -> None:
     assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.0159}
 
 
+def test_latency_that_rises_steepest_at_the_lowest_limits_is_no_floor() -> None:
+    # The real engine, TPOT with long prompts: 1.69x at 4 and 2.26x at 8, where 1 read 0.45x and
+    # 3 1.07x. The line through 4 and 8 is 1.26x at 1; the power law through them 0.94x.
+    entries = [entry(4, 1.69, 0.015), entry(8, 2.26, 0.020)]
+    assert along_the_limit(entries, 1, span=2.0) is None
+    # Latency with a floor of its own, rising gently with the limit: both curves are over 1 at the
+    # floor (the line 2.80x at 1, the power law 2.59x).
+    entries = [entry(4, 2.95, 0.026), entry(8, 3.15, 0.028)]
+    assert along_the_limit(entries, 1, span=2.0) == {"tpot": 0.026}
+
+
 def test_a_higher_limit_that_met_the_target_refutes_the_floor() -> None:
     # 12 met the target before capacity halved; 6, measured after, misses it. Latency falls along
     # that line, which alone would prove a floor, but the SLA was met at 12: the backend changed.
