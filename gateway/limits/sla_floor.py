@@ -16,10 +16,10 @@ Two proofs, either enough:
   L0 read that signal too and for every one of them the line through (L0, r0) and (L1, r1) is still
   over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 - floor) > 1, and so is the power law
   through them, r0 x (floor / L0)^a with a = ln(r1 / r0) / ln(L1 / L0); and so are the line and
-  the power law through every limit in between that read it. Both curves, the lesser, because
-  below L0 nothing was measured: the line overstates latency there where it rises steepest at the
-  lowest limits (a < 1), the power law where it rises steepest at the highest (a > 1, a queue
-  building). On the real engine TPOT with long prompts read 0.45x its target at 1, 1.07x at 3,
+  the power law through every limit in between that read it. The lesser of the two curves,
+  because below L0 nothing was measured: the line overstates latency there where it rises
+  steepest at the lowest limits (a < 1), the power law where it rises steepest at the highest
+  (a > 1, a queue building). On the real engine TPOT with long prompts read 0.45x its target at 1, 1.07x at 3,
   1.69x at 4 and 2.26x at 8 (each request beside another adds its prefill to that one's decode):
   the line through 4 and 8, 1.26x at 1, proved a floor and sent the limit to what the KV cache
   holds, TPOT 2.5x its target for the rest of the run, where the power law reads 0.94x. Every
