@@ -15,24 +15,23 @@ Two proofs, either enough:
   that signal's P90 over its target), and either L0 is the configured floor, or limits L1 >= span x
   L0 read that signal too and for every one of them the line through (L0, r0) and (L1, r1) is still
   over 1 at the floor: r0 - (r1 - r0) / (L1 - L0) x (L0 - floor) > 1, and so is the power law
-  through them, r0 x (floor / L0)^a with a = ln(r1 / r0) / ln(L1 / L0); and so are the line and
-  the power law through every limit in between that read it. The lesser of the two curves,
-  because below L0 nothing was measured: the line overstates latency there where it rises
-  steepest at the lowest limits (a < 1), the power law where it rises steepest at the highest
-  (a > 1, a queue building). On the real engine TPOT with long prompts read 0.45x its target at 1, 1.07x at 3,
-  1.69x at 4 and 2.26x at 8 (each request beside another adds its prefill to that one's decode):
-  the line through 4 and 8, 1.26x at 1, proved a floor and sent the limit to what the KV cache
-  holds, TPOT 2.5x its target for the rest of the run, where the power law reads 0.94x. Every
-  limit, because an entry may predate a change of capacity: a limit measured before the backend
-  slowed down looks as slow as a lower one measured after, and that pair alone would hold the
-  limit where latency is missed. A higher limit that met its target refutes the floor outright:
-  the SLA was met there, so the readings straddle a change of the backend (in virtual time
-  capacity halved as 12 was probed from 11, which read 0.87x; 6 then read 1.18x, and with the
-  limits above it measured before, proved a floor that sent the limit to what the KV cache holds,
-  TPOT 3x its target for a minute). One closer than the span counts against a floor, not for it:
-  a line that falls under 1 from a few steps up is a rise beyond the noise the span guards
-  against (capacity halved: 6 at 1.06x, 11 at 1.63x, and 12 at 1.08x read on the tick of the
-  slowdown).
+  through them, r0 x (floor / L0)^a with a = ln(r1 / r0) / ln(L1 / L0); and so are the line and the
+  power law through every limit in between that read it. The lesser of the two curves, because below
+  L0 nothing was measured: the line overstates latency there where it rises steepest at the lowest
+  limits (a < 1), the power law where it rises steepest at the highest (a > 1, a queue building). On
+  the real engine TPOT with long prompts read 0.45x its target at 1, 1.07x at 3, 1.69x at 4 and
+  2.26x at 8 (each request beside another adds its prefill to that one's decode): the line through 4
+  and 8, 1.26x at 1, proved a floor and sent the limit to what the KV cache holds, TPOT 2.5x its
+  target for the rest of the run, where the power law reads 0.94x. Every limit, because an entry may
+  predate a change of capacity: a limit measured before the backend slowed down looks as slow as a
+  lower one measured after, and that pair alone would hold the limit where latency is missed. A
+  higher limit that met its target refutes the floor outright: the SLA was met there, so the
+  readings straddle a change of the backend (in virtual time capacity halved as 12 was probed from
+  11, which read 0.87x; 6 then read 1.18x, and with the limits above it measured before, proved a
+  floor that sent the limit to what the KV cache holds, TPOT 3x its target for a minute). One closer
+  than the span counts against a floor, not for it: a line that falls under 1 from a few steps up is
+  a rise beyond the noise the span guards against (capacity halved: 6 at 1.06x, 11 at 1.63x, and 12
+  at 1.08x read on the tick of the slowdown).
   Each ratio stands on min_samples values or on values significantly over target
   (gateway.limits.base.quantile_exceeds), and the two limits are at least `span` apart: two
   limits a step apart differ in latency by less than its noise, and a false verdict holds the
