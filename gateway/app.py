@@ -1,10 +1,10 @@
 """`create_app(config)`: wiring only. Builds the pool, queues, forwarder, endpoints and routes, and
-answers the plain routes; the background loops are gateway.loops, the gauges gateway.metrics.live, the admin
-document gateway.admin_state.
+answers the plain routes; the background loops are gateway.runtime.loops, the gauges
+gateway.metrics.live, the admin document gateway.runtime.admin_state.
 
-What the server asks besides ASGI (gateway.server.Lifecycle) is wired here too: `begin_shutdown`
+What the server asks besides ASGI (gateway.server.serve.Lifecycle) is wired here too: `begin_shutdown`
 (refuse new work, answer the queues 503), `end_requests` (after the grace) and `reload`
-(gateway.reload).
+(gateway.runtime.reload).
 """
 
 from __future__ import annotations
@@ -17,28 +17,28 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 from gateway import routing
-from gateway.admin_state import AdminState
-from gateway.asgi import respond_error, send_json
-from gateway.backends import Backend, Pool, build_backend
+from gateway.admission.model_queues import ModelQueues
 from gateway.batch import api as batch_api
 from gateway.batch.service import BatchService
 from gateway.config import BackendConfig, GatewayConfig
-from gateway.config_source import ConfigSource
-from gateway.endpoints import OpenAIEndpoints
-from gateway.errors import GatewayError
-from gateway.forwarder import Forwarder
-from gateway.loops import Loops
+from gateway.config.source import ConfigSource
 from gateway.metrics import CONTENT_TYPE, Metrics
-from gateway.model_queues import ModelQueues
-from gateway.reload import Reloader, ReloadResult
-from gateway.router import Route, Router, Surface, get, post
-from gateway.telemetry import Telemetry
+from gateway.metrics.telemetry import Telemetry
+from gateway.pool.backends import Backend, Pool, build_backend
+from gateway.proxy.asgi import respond_error, send_json
+from gateway.proxy.endpoints import OpenAIEndpoints
+from gateway.proxy.errors import GatewayError
+from gateway.proxy.forwarder import Forwarder
+from gateway.proxy.routes import Route, Router, Surface, get, post
+from gateway.proxy.upstream import Upstream
+from gateway.runtime.admin_state import AdminState
+from gateway.runtime.loops import Loops
+from gateway.runtime.reload import Reloader, ReloadResult
 from gateway.types import Clock
-from gateway.upstream import Upstream
 
 if TYPE_CHECKING:
     from gateway.coordination.coordinator import Coordinator
-    from gateway.sharing import SharedAdmission
+    from gateway.runtime.sharing import SharedAdmission
 
 log = logging.getLogger("gateway")
 
@@ -135,10 +135,10 @@ class Gateway:
 
     def _share_slots(self) -> SharedAdmission | None:
         """With a Redis, the pool's slots are leases in it and one controller per backend decides
-        (gateway.sharing)."""
+        (gateway.runtime.sharing)."""
         if self.coordinator is None:
             return None
-        from gateway.sharing import SharedAdmission
+        from gateway.runtime.sharing import SharedAdmission
 
         weights = {t.name: t.weight for t in self.config.tenants}
         return SharedAdmission(self.coordinator, self.pool, self.queues, weights, clock=self.clock)
@@ -237,7 +237,7 @@ class Gateway:
 
     def health(self) -> tuple[int, dict[str, object]]:
         """What /health answers: 200 while some backend is in rotation, else 503 (and while stopping).
-        Also read by the probe port's thread (gateway.probe_server): it only reads."""
+        Also read by the probe port's thread (gateway.server.probes): it only reads."""
         if self.stopping:
             return 503, {"status": "shutting down", "backends_up": []}
         now = self.clock()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
-    from gateway.config_source import ConfigSource
+    from gateway.config.source import ConfigSource
 
 _ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
 
@@ -113,8 +113,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.config import ConfigError
-    from gateway.config_source import ConfigSource
-    from gateway.server import run
+    from gateway.config.source import ConfigSource
+    from gateway.server.serve import run
 
     extra = overrides(args)
     if args.backend:
@@ -135,7 +135,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_workers(config: GatewayConfig, source: ConfigSource, args: argparse.Namespace) -> int:
-    from gateway.workers import Supervisor
+    from gateway.server.workers import Supervisor
 
     if args.workers < 1:
         print(f"llm-gateway: --workers must be >= 1, got {args.workers}", file=sys.stderr)

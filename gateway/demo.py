@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, parse_config
-from gateway.server import serve
+from gateway.server.serve import serve
 from gateway.sim.profiles import get_profile
 from gateway.sim.server import SimConfig, SimServer
 

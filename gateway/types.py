@@ -159,7 +159,7 @@ class Observation:
     """Preemptions counted by the backend since the previous tick."""
     since_change: float = 0.0
     """Seconds since the evidence's epoch began: the limit last changed, or it filled up after a
-    quiet spell (gateway.limiter.limiter)."""
+    quiet spell (gateway.control.limiter)."""
     min_samples: int = 1
     """Samples needed since the last change before latency may move the limit."""
     p90_e2e_per_token: float | None = None
@@ -193,11 +193,11 @@ class Observation:
     interval: float = 0.0
     """Seconds since the previous tick (0 at the first)."""
     kv_fits: int | None = None
-    """Requests of the current mix the backend's KV cache holds at once (gateway.limiter.ceiling's
+    """Requests of the current mix the backend's KV cache holds at once (gateway.control.ceiling's
     KV ceiling, whether or not the algorithm is bounded by it); None before the engine said."""
     kv_fits_whole: int | None = None
     """Requests the KV cache holds with every one at its full prompt + output, from the answers
-    finished so far (gateway.limiter.ceiling's whole-request ceiling); None before any."""
+    finished so far (gateway.control.ceiling's whole-request ceiling); None before any."""
 
 
 class Direction(StrEnum):

@@ -19,7 +19,7 @@ import openai
 import orjson
 from openai.types import Batch
 
-from gateway.window import nearest_rank
+from gateway.control.window import nearest_rank
 from loadtests.streaming import StreamReader
 
 MODEL = "google/gemma-3-4b-it"

@@ -5,7 +5,7 @@
 tokens, both closed loops: a finished request is replaced at once). For each k, the interactive
 completion tokens/s as a share of k = 0, the batch's, and vLLM's preemptions. No gateway, no wall
 clock: this is the engine's own answer to how many batch lines fit beside the interactive ones,
-which the gateway's bound on batch lines (gateway.backends) is judged against; the wall-clock
+which the gateway's bound on batch lines (gateway.pool.backends) is judged against; the wall-clock
 benchmark (loadtests.bench_batch) adds the machine's noise to it.
 
     .venv/bin/python -m loadtests.batch_share --users 6 --batch 0 2 4 5 6 8

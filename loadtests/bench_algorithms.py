@@ -27,8 +27,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gateway.limiter import Limiter, Slot
-from gateway.limits import LimitAlgorithm, create
+from gateway.control.algorithms import LimitAlgorithm, create
+from gateway.control.limiter import Limiter
+from gateway.control.slots import Slot
 from gateway.sim.closedloop import VirtualClients
 from gateway.sim.engine import Engine
 from gateway.sim.engine import Sequence as EngineSequence

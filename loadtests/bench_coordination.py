@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable
 from redis._parsers import _AsyncRESP2Parser
 from redis.asyncio import Redis
 
+from gateway.control.window import nearest_rank
 from gateway.coordination.connection import connect
 from gateway.coordination.leases import RedisSlots
 from gateway.coordination.scripts import Keys
 from gateway.coordination.slots import LocalSlots, SlotBackend
-from gateway.window import nearest_rank
 from tests.redis_server import RedisServer
 
 Op = Callable[[], Awaitable[None]]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from gateway.window import nearest_rank
+from gateway.control.window import nearest_rank
 from loadtests.doc_tables import write_block
 from loadtests.http_client import Connection
 from tests.procs import Proc, free_port, spawn, spawn_gateway

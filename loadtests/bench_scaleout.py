@@ -31,9 +31,9 @@ from pathlib import Path
 
 import yaml
 
+from gateway.control.window import nearest_rank
 from gateway.coordination.pump import SlotPump
 from gateway.coordination.slots import SlotLease
-from gateway.window import nearest_rank
 from loadtests.bench_proxy import have_wrk, spawn_sim, wrk
 from loadtests.doc_tables import write_block
 from loadtests.proc_cpu import process_seconds

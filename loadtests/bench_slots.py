@@ -16,10 +16,10 @@ import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.limiter import Limiter
-from gateway.limits import create
+from gateway.control.algorithms import create
+from gateway.control.limiter import Limiter
+from gateway.control.window import nearest_rank
 from gateway.types import SLA, Sample
-from gateway.window import nearest_rank
 
 
 @dataclass

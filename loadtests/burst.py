@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import httpx2
 import openai
 
-from gateway.window import nearest_rank
+from gateway.control.window import nearest_rank
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from gateway.histogram import window_quantile
+from gateway.pool.histogram import window_quantile
 
 SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 LE_RE = re.compile(r'le="([^"]+)"')

@@ -1,4 +1,4 @@
-"""Percentiles of measured values, nearest-rank as the gateway computes its own (gateway.window).
+"""Percentiles of measured values, nearest-rank as the gateway computes its own (gateway.control.window).
 
 One definition everywhere, so that a P90 printed by a benchmark and the P90 the controller acted on
 mean the same thing: the ceil(q * n)-th smallest of n values. Missing values (None: a request
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.window import nearest_rank
+from gateway.control.window import nearest_rank
 
 
 def percentile(values: Iterable[float | None], q: float) -> float | None:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.vllm_metrics import parse_vllm_metrics
+from gateway.pool.vllm_metrics import parse_vllm_metrics
 from tests.procs import free_port
 from tests.vllm.real_engine import load_script
 

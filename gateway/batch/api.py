@@ -24,13 +24,13 @@ from urllib.parse import parse_qs
 
 from starlette.types import Receive, Scope, Send
 
-from gateway.asgi import read_body, respond_error, send_json
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
 from gateway.config import TenantConfig
-from gateway.errors import GatewayError
-from gateway.request import json_object
-from gateway.tenants import tenant_of
+from gateway.proxy.asgi import read_body, respond_error, send_json
+from gateway.proxy.errors import GatewayError
+from gateway.proxy.request import json_object
+from gateway.proxy.tenants import tenant_of
 
 PREFIXES = ("/v1/files", "/v1/batches")
 """The router sends these paths and every path below them here."""

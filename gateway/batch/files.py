@@ -24,7 +24,7 @@ from typing import BinaryIO
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.types import Receive, Scope, Send
 
-from gateway.errors import GatewayError
+from gateway.proxy.errors import GatewayError
 
 FIELD_LIMIT = 1024
 """Longest value of a plain form field (purpose, expires_after); the parser itself bounds the

@@ -20,7 +20,7 @@ from gateway.batch import records
 from gateway.batch.files import receive_upload, send_file
 from gateway.batch.model import FileRecord, new_id
 from gateway.batch.store import Store
-from gateway.errors import GatewayError
+from gateway.proxy.errors import GatewayError
 
 log = logging.getLogger("gateway.batch")
 

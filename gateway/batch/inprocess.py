@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.endpoints import BACKGROUND_TENANT
+from gateway.proxy.endpoints import BACKGROUND_TENANT
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from gateway.batch.ledger import LineResult
+from gateway.batch.lines import LineResult
 from gateway.batch.model import STATUSES, BatchRecord
 from gateway.metrics import Metrics
 from gateway.types import Clock

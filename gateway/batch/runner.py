@@ -28,7 +28,7 @@ from pathlib import Path
 import orjson
 
 from gateway.batch.inprocess import Answer, Handler, call
-from gateway.batch.ledger import LineResult, PendingLine, pending_lines, record_results
+from gateway.batch.lines import LineResult, PendingLine, pending_lines, record_results
 from gateway.batch.model import BatchRecord
 from gateway.batch.output import answer_line, error_line
 from gateway.batch.store import Store

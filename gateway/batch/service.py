@@ -2,7 +2,7 @@
 
 Each unfinished batch has one driver task that takes it from whatever status the store says to a
 terminal one, so a batch created now and a batch found unfinished at start go the same way:
-- validating: `ledger.load_lines` validates the whole input file and loads its lines, then the
+- validating: `lines.load_lines` validates the whole input file and loads its lines, then the
   batch is in_progress, or failed with the errors list (no line runs);
 - in_progress: a `BatchRun` runs the pending lines; done, it is finalizing; the completion
   window passing stops it as expired;
@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from gateway.batch import ledger, records
+from gateway.batch import lines, records
 from gateway.batch.filestore import FileStore
 from gateway.batch.inprocess import Handler
 from gateway.batch.model import ENDPOINTS, BatchRecord, FileRecord, new_id, parse_window
@@ -31,10 +31,10 @@ from gateway.batch.progress import Progress
 from gateway.batch.runner import BatchRun, ResultWriter
 from gateway.batch.store import Store
 from gateway.batch.validation import Validation
-from gateway.config_batch import BatchConfig
-from gateway.errors import GatewayError
+from gateway.config.batch import BatchConfig
 from gateway.metrics import Metrics
-from gateway.tasks import stop_tasks
+from gateway.proxy.errors import GatewayError
+from gateway.runtime.tasks import stop_tasks
 from gateway.types import Clock
 
 log = logging.getLogger("gateway.batch")
@@ -199,7 +199,7 @@ class BatchService:
 
         path = self.files.path(b.input_file_id)
         args = (b.id, path, b.endpoint, self.config.max_lines, decide)
-        changes = await self.store.run(ledger.load_lines, *args)
+        changes = await self.store.run(lines.load_lines, *args)
         old = b.status
         for name, value in changes.items():
             setattr(b, name, value)
@@ -236,7 +236,7 @@ class BatchService:
         """Write the output and error files, then record them and the final status at once."""
         out_id, err_id = new_id("file-"), new_id("file-")
         out_path, err_path = self.files.path(out_id), self.files.path(err_id)
-        sizes = await self.store.run(ledger.write_outputs, batch_id, out_path, err_path, unrun)
+        sizes = await self.store.run(lines.write_outputs, batch_id, out_path, err_path, unrun)
         b = await self.store.run(records.get_batch, None, batch_id)
         assert b is not None
         now = self._now()
@@ -247,7 +247,7 @@ class BatchService:
                 name = f"{batch_id}_{kind}.jsonl"
                 files.append(FileRecord(file_id, b.tenant, "batch_output", name, size, now))
                 extra[f"{kind}_file_id"] = file_id
-        await self.store.run(ledger.finish, batch_id, files, records.status_changes(b, status, now, extra))
+        await self.store.run(lines.finish, batch_id, files, records.status_changes(b, status, now, extra))
         old = b.status
         b.status = status  # type: ignore[assignment]
         self.progress.moved(b, old)

@@ -2,7 +2,7 @@
 
 Every problem is collected, not just the first, so `llm-gateway check-config` can print one line each.
 Secrets never need to live in the file: any `api_key` may be given as `api_key_env: NAME` instead.
-Every number must be finite and in its range (see gateway.config_reader). Each section has its
+Every number must be finite and in its range (see gateway.config.reader). Each section has its
 module here, holding its dataclass (whose field defaults are the only place each default is written)
 and its parser; `root` puts them together.
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.config_reader import ConfigReader, default
+from gateway.config.reader import ConfigReader, default
 
 MAX_CONCURRENCY = 65_536
 

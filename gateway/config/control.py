@@ -3,7 +3,7 @@ long requests may wait for it.
 
 Without an `sla` section the target is a P90 TTFT of one second (DEFAULT_SLA), so a bare config
 still adapts; an `sla` section that names no target means none. The algorithm and its params are
-checked by building the algorithm once (gateway.limits), so a typo fails at load, not at the first
+checked by building the algorithm once (gateway.control.algorithms), so a typo fails at load, not at the first
 tick.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config_reader import ConfigReader, default
+from gateway.config.reader import ConfigReader, default
 from gateway.types import SLA
 
 DEFAULT_SLA = SLA(ttft_p90=1.0)
@@ -79,9 +79,9 @@ def parse_queue(r: ConfigReader, data: Mapping[str, Any]) -> QueueConfig:
 
 
 def check_algorithm(r: ConfigReader, controller: ControllerConfig, sla: SLA) -> None:
-    from gateway import limits
+    from gateway.control import algorithms
 
     try:
-        limits.create(controller.algorithm, controller.params, sla)
+        algorithms.create(controller.algorithm, controller.params, sla)
     except ValueError as exc:
         r.problems.append(f"controller: {exc}")

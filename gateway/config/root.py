@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config.backends import BackendConfig, parse_backends
+from gateway.config.batch import BatchConfig, parse_batch
 from gateway.config.control import (
     DEFAULT_SLA,
     ControllerConfig,
@@ -21,6 +22,8 @@ from gateway.config.control import (
     parse_sla,
 )
 from gateway.config.errors import ConfigError
+from gateway.config.listen import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
+from gateway.config.reader import MAX_SECONDS, ConfigReader, default
 from gateway.config.routing import RoutingConfig, parse_routing
 from gateway.config.state import StateConfig, parse_state
 from gateway.config.tenants import TenantConfig, parse_tenants
@@ -32,9 +35,6 @@ from gateway.config.upstream import (
     parse_health,
     parse_timeouts,
 )
-from gateway.config_batch import BatchConfig, parse_batch
-from gateway.config_reader import MAX_SECONDS, ConfigReader, default
-from gateway.listen_config import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.types import SLA
 
 TOP_KEYS = {

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config_reader import ConfigReader, default
+from gateway.config.reader import ConfigReader, default
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config_reader import ConfigReader, default
+from gateway.config.reader import ConfigReader, default
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 

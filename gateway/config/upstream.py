@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from gateway.config_reader import ConfigReader, default
+from gateway.config.reader import ConfigReader, default
 
 CREDENTIAL_HEADERS = frozenset(
     {b"x-api-key", b"api-key", b"cookie", b"openai-organization", b"openai-project"}

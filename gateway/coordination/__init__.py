@@ -30,7 +30,7 @@ stats). `publish(backend, limit, ceiling, stats)` writes them, only while this p
 `drain_rate(backend)` is the shared rate of finished requests (rates.py); `state()` is for
 /admin/state.
 
-How admission uses them (wired by gateway.sharing): pump.py takes a lease per waiting request
+How admission uses them (wired by gateway.runtime.sharing): pump.py takes a lease per waiting request
 (`try_acquire_fair`: within the tenants' weighted shares across processes) and hands it to the
 synchronous dispatch; wakeups.py hears other processes' releases (pub/sub); samples.py carries the
 followers' finished requests and queue lengths to each backend's leader (a Redis stream).

@@ -2,7 +2,7 @@
 
 One registry per gateway instance (never the process-global default), so tests and several gateways
 in one process do not collide. Events are counted where they happen (`requests`, `controller`,
-`batch`; gateway.telemetry caches the hot-path label children); everything that is state rather
+`batch`; gateway.metrics.telemetry caches the hot-path label children); everything that is state rather
 than an event is read from the running gateway at scrape time (`live`, gateway.metrics.live).
 """
 

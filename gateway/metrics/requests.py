@@ -1,7 +1,7 @@
 """Metrics counted as requests happen: answers, sheds, queue waits, client-seen latency, loop lag.
 
 These are events, so they are prometheus_client counters and histograms updated on the request path
-(gateway.telemetry caches their label children); nothing here is read from live state at scrape.
+(gateway.metrics.telemetry caches their label children); nothing here is read from live state at scrape.
 """
 
 from __future__ import annotations

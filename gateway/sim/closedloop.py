@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gateway.control.window import nearest_rank
 from gateway.sim.engine import Engine, Sequence, StepReport
 from gateway.sim.profiles import Profile
-from gateway.window import nearest_rank
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ gets /health answered, how ordinary requests fare, and what is left in flight af
 
 - RSS: VmRSS of the gateway process from /proc, sampled every 0.1 s; the maximum is reported.
 - Event-loop lag: the gateway's `gateway_event_loop_lag_seconds` histogram, read before and after
-  the attack; P99 of the difference (Prometheus' histogram_quantile, gateway.histogram) and the
+  the attack; P99 of the difference (Prometheus' histogram_quantile, gateway.pool.histogram) and the
   upper bound of the highest bucket reached. A gateway without the metric reports none.
 - /health: every 50 ms a new connection sends `GET /health`; the time to the whole answer. A probe
   that fails or takes over PROBE_TIMEOUT counts as failed and as PROBE_TIMEOUT in the percentiles;
@@ -29,7 +29,7 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.histogram import Buckets, bucket_delta, window_quantile
+from gateway.pool.histogram import Buckets, bucket_delta, window_quantile
 from loadtests.stats import percentile
 
 LEGIT_WORKERS = 4

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.limits import create
+from gateway.control.algorithms import create
 from gateway.sim.profiles import Profile
 from gateway.types import SLA
 from loadtests.controller.matrix import Workload

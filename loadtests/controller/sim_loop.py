@@ -22,14 +22,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gateway.limiter import Limiter, Slot
-from gateway.limits import LimitAlgorithm
+from gateway.control.algorithms import LimitAlgorithm
+from gateway.control.limiter import Limiter
+from gateway.control.slots import Slot
+from gateway.control.window import nearest_rank
 from gateway.sim.engine import Engine
 from gateway.sim.engine import Sequence as Seq
 from gateway.sim.frontend import FrontEnd
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA, EngineStats, Sample
-from gateway.window import nearest_rank
 from loadtests.controller.matrix import Workload
 
 STEP_FIELDS = ("step_base", "step_mem", "step_per_token", "step_per_kv_token", "step_per_seq")

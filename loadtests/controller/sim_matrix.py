@@ -26,10 +26,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.limits import create
+from gateway.control.algorithms import create
+from gateway.control.window import nearest_rank
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA
-from gateway.window import nearest_rank
 from loadtests.controller.matrix import LEVELS, Workload, argument, selected, targets
 from loadtests.controller.sim_loop import Done, Run, simulate
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import statistics
 import time
 
-from gateway import limits, routing
-from gateway.backends import Backend, Pool
+from gateway import routing
 from gateway.config import BackendConfig, HealthConfig
-from gateway.limiter import Limiter
+from gateway.control import algorithms
+from gateway.control.limiter import Limiter
+from gateway.pool.backends import Backend, Pool
 from gateway.routing import RouteKey
 from gateway.types import SLA
 from loadtests.routing.workloads import Text
@@ -27,7 +28,7 @@ PER_ROUND = 400
 def _pool(strategy: str) -> Pool:
     backends = []
     for i in range(4):
-        algorithm = limits.create("fixed", {"limit": 64}, SLA(ttft_p90=1.0))
+        algorithm = algorithms.create("fixed", {"limit": 64}, SLA(ttft_p90=1.0))
         limiter = Limiter(algorithm, clock=time.monotonic, floor=1, max_limit=64)
         config = BackendConfig(url=f"http://b{i}", name=f"b{i}", models=("m",))
         backend = Backend(config, limiter, HealthConfig(), time.monotonic)

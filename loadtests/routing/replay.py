@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 import orjson
 
 from gateway import routing
+from gateway.control.window import nearest_rank
 from gateway.routing import Load, RouteKey
 from gateway.sim import tokens
 from gateway.sim.engine import Engine, Sequence, StepPlan
 from gateway.sim.profiles import Profile, get_profile
-from gateway.window import nearest_rank
 from loadtests.routing import workloads
 
 # The HTTP benchmark's engine (loadtests/routing/run.py): Llama-3-8B, the A100 step times.

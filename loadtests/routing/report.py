@@ -27,7 +27,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from gateway.window import nearest_rank
+from gateway.control.window import nearest_rank
 from loadtests.routing.run import Raw
 
 MIN_MEAN = 4.0

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from gateway.config import RoutingConfig
-from gateway.vllm_metrics import parse_vllm_metrics
+from gateway.pool.vllm_metrics import parse_vllm_metrics
 from loadtests.http_client import Answer, Connection
 from loadtests.proc_cpu import machine_seconds, process_seconds
 from loadtests.routing.workloads import Workload

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.vllm_metrics import VllmScrape, parse_vllm_metrics
+from gateway.pool.vllm_metrics import VllmScrape, parse_vllm_metrics
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.request import MAX_REQUEST_ID
+from gateway.proxy.request import MAX_REQUEST_ID
 from tests.procs import Proc, spawn_gateway
 
 

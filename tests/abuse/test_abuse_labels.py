@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gateway.request import MAX_MODEL_CHARS
+from gateway.proxy.request import MAX_MODEL_CHARS
 from tests.procs import Proc, free_port, spawn_gateway
 
 

@@ -11,7 +11,7 @@ from openai._models import FinalRequestOptions
 
 from gateway.admission.advice import RetryAdvice, golden
 from gateway.admission.rejection import SDK_MAX_RETRY_AFTER, Rejected
-from gateway.errors import GatewayError
+from gateway.proxy.errors import GatewayError
 
 
 def test_the_golden_ratio_sequence() -> None:

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.vllm_metrics import parse_vllm_metrics
+from gateway.pool.vllm_metrics import parse_vllm_metrics
 from tests.batch.jsonl import CHAT, chat_line, jsonl
 from tests.procs import Proc, spawn_gateway, spawn_sim
 

@@ -10,7 +10,7 @@ import pytest
 from starlette.types import Message, Receive, Scope
 
 from gateway.batch.files import receive_upload, send_file
-from gateway.errors import GatewayError
+from gateway.proxy.errors import GatewayError
 
 
 def upload(data: bytes, chunk: int = 1000, **fields: str) -> tuple[Scope, Receive]:

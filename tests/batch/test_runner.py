@@ -11,13 +11,13 @@ import orjson
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from gateway.batch import ledger, records
-from gateway.batch.ledger import LineResult
+from gateway.batch import lines, records
+from gateway.batch.lines import LineResult
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.runner import BatchRun, ResultWriter
 from gateway.batch.store import Store
 from gateway.batch.validation import Validation
-from gateway.endpoints import BACKGROUND_TENANT
+from gateway.proxy.endpoints import BACKGROUND_TENANT
 from tests.batch.jsonl import CHAT, chat_line, jsonl
 
 
@@ -77,7 +77,7 @@ async def start(store: Store, tmp_path: Path, n: int) -> tuple[BatchRecord, Path
     def decide(current: BatchRecord, v: Validation) -> Mapping[str, object]:
         return records.status_changes(current, "in_progress", 1, {"total": v.lines, "model": v.model})
 
-    await store.run(ledger.load_lines, b.id, path, CHAT, 10_000, decide)
+    await store.run(lines.load_lines, b.id, path, CHAT, 10_000, decide)
     return b, path
 
 
@@ -117,4 +117,4 @@ async def test_a_stopped_run_leaves_unanswered_lines_pending(store: Store, tmp_p
     run.stop("cancelled")
     assert await task == "cancelled"
     assert committed == [] and app.concurrent == 0
-    assert await store.run(ledger.pending_count, b.id) == 10
+    assert await store.run(lines.pending_count, b.id) == 10

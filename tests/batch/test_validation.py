@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.batch.ledger import read_lines
+from gateway.batch.lines import read_lines
 from gateway.batch.validation import MAX_ERRORS, Validation, validate
 from tests.batch.jsonl import CHAT, chat_line, jsonl
 

@@ -9,7 +9,7 @@ import yaml
 
 from gateway.app import Gateway
 from gateway.config import parse_config
-from gateway.config_source import ConfigSource
+from gateway.config.source import ConfigSource
 from tests.clock import FakeClock
 
 A = {"url": "http://127.0.0.1:9", "name": "a", "min_concurrency": 2, "max_concurrency": 7}

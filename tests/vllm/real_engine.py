@@ -10,7 +10,7 @@ from types import ModuleType
 
 import httpx
 
-from gateway.vllm_metrics import parse_vllm_metrics
+from gateway.pool.vllm_metrics import parse_vllm_metrics
 from loadtests.engine_metrics import Metrics, parse_metrics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,324 @@
+"""The backend pool: which backends serve a model, which are in rotation, and which one gets a slot.
+
+A backend leaves rotation when its health check fails or after `failure_threshold` consecutive failed
+requests (passive ejection); it returns after an exponential backoff once a health check passes.
+Every ejection is logged with its cause. A backend that answers, even with a 5xx, an error in the
+stream or a stream that stops, is not ejected for it while it is the last in rotation for one of its
+models: its answers still reach the clients, while without it every request would get 503
+`no_backend` (at 50% errors, a quarter of the requests did). Failing to connect, or to answer before
+the first-byte timeout, ejects it regardless, and so do failed health checks, except one that got
+no answer in time from a backend that is busy rather than down (gateway.pool.monitor).
+Choice is late: `pick` runs when a request is about to be dispatched (or, at late binding, when a
+slot frees for the waiters allowed to go next) and asks the routing strategy (gateway.routing) which
+backend with room takes which request. A backend's cache epoch moves when it is ejected or seen to
+restart, which tells the prefix index that its cache is gone.
+
+Batch lines take only the room the interactive reserve leaves them (gateway.pool.reserve).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable, Sequence
+
+from gateway.config import BackendConfig, GatewayConfig, HealthConfig
+from gateway.control import algorithms
+from gateway.control.limiter import Limiter
+from gateway.control.slots import Slot
+from gateway.coordination.pump import SlotPump
+from gateway.coordination.slots import SlotLease
+from gateway.pool.reserve import InteractiveReserve
+from gateway.routing import Load, RouteKey, Strategy
+from gateway.routing.strategies import LeastLoaded
+from gateway.types import Clock, EngineStats, Sample
+
+log = logging.getLogger("gateway.pool.backends")
+
+
+class Backend:
+    def __init__(
+        self,
+        config: BackendConfig,
+        limiter: Limiter,
+        health: HealthConfig,
+        clock: Clock,
+        *,
+        interactive_horizon: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.url = config.url
+        self.limiter = limiter
+        self.models: frozenset[str] = frozenset(config.models)
+        self.healthy = False
+        self.engine_stats: EngineStats | None = None
+        self.ejected_until = 0.0
+        self.ejections = 0
+        self.consecutive_failures = 0
+        self.last_error = ""
+        self.cache_epoch = 0
+        """Bumped whenever the backend may have lost its prefix cache (ejected, restarted)."""
+        self.prefix_queries = 0.0
+        self.prefix_hits = 0.0
+        """vLLM's prefix-cache counters (tokens) accumulated since the gateway started watching."""
+        self.background_inflight = 0
+        self.pump: SlotPump | None = None
+        """With shared state (state.redis_url): where this backend's slots come from, a lease in
+        Redis per request; the pool offers the backend only while the pump has one ready."""
+        self._reserve = InteractiveReserve(interactive_horizon)
+        self._health = health
+        self._clock = clock
+
+    def reconfigure(self, config: BackendConfig, health: HealthConfig) -> None:
+        """A reloaded config for the same backend (name and URL): its learned state stays."""
+        if config.models != self.config.models:
+            self.models = frozenset(config.models)  # empty: discovered again at the next check
+        self.config = config
+        self._health = health
+
+    def in_rotation(self, now: float) -> bool:
+        return self.healthy and now >= self.ejected_until
+
+    def background_room(self, now: float) -> int:
+        """Slots a batch line may take (`InteractiveReserve.background_room`)."""
+        return self._reserve.background_room(now, self.limiter, self.background_inflight)
+
+    def room(self, now: float, *, background: bool) -> int:
+        """Slots a request may take now: the limiter's room (a batch line's, see
+        `background_room`), and with shared slots no more than the leases ready for it."""
+        lim = self.limiter
+        room = self.background_room(now) if background else lim.limit - lim.inflight
+        pump = self.pump
+        if pump is None or room <= 0:
+            return room
+        if not pump.ready:
+            pump.nudge()  # a request wants a slot here: the pump asks Redis for one
+        return min(room, len(pump.ready))
+
+    def full(self) -> bool:
+        """No request can be admitted now: the limit is held here or, with shared slots, across
+        every process (Redis refused the last lease asked for)."""
+        return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
+
+    def lease(self, *, background: bool) -> Lease:
+        slot = self.limiter.acquire()
+        shared = None
+        if self.pump is not None:
+            shared = self.pump.take()
+            if shared is None:
+                slot.release(None)
+                raise RuntimeError(f"no shared slot ready on {self.name}")
+        lease = Lease(self, slot, background, shared)
+        if background:
+            self.background_inflight += 1
+        else:
+            self._reserve.admitted(self.limiter.inflight - self.background_inflight)
+        return lease
+
+    def record_success(self) -> None:
+        self.consecutive_failures = 0
+        self.ejections = 0
+
+    def record_failure(self, error: str, *, may_eject: bool = True) -> bool:
+        """Count a failed request or check; returns True when this failure ejected the backend.
+
+        Failures of a backend already out of rotation (its in-flight streams breaking as it dies)
+        are not new evidence: counting them would eject it again and double its backoff each time.
+        With `may_eject` False the failure is counted but the backend stays (see the module doc).
+        """
+        self.last_error = error
+        if not self.in_rotation(self._clock()):
+            return False
+        self.consecutive_failures += 1
+        if self.consecutive_failures < self._health.failure_threshold or not may_eject:
+            return False
+        backoff = min(self._health.backoff_max, self._health.backoff_initial * 2.0 ** min(self.ejections, 16))
+        log.warning(
+            "backend %s out of rotation for %.1f s after %d consecutive failures; last: %s",
+            self.name,
+            backoff,
+            self.consecutive_failures,
+            error,
+        )
+        self.ejections += 1
+        self.ejected_until = self._clock() + backoff
+        self.healthy = False
+        self.consecutive_failures = 0
+        self.cache_epoch += 1
+        return True
+
+    def observe_prefix_cache(self, queries: float, hits: float, *, restarted: bool) -> None:
+        """Add the prefix-cache counters' growth since the previous scrape; a restart empties the cache."""
+        self.prefix_queries += queries
+        self.prefix_hits += hits
+        if restarted:
+            self.cache_epoch += 1
+
+    def mark_healthy(self) -> bool:
+        """A health check passed; returns True when the backend just came (back) into rotation."""
+        came_back = not self.healthy
+        self.healthy = True
+        return came_back
+
+    def state(self, now: float) -> dict[str, object]:
+        out: dict[str, object] = {
+            "name": self.name,
+            "url": self.url,
+            "healthy": self.healthy,
+            "in_rotation": self.in_rotation(now),
+            "models": sorted(self.models),
+            "consecutive_failures": self.consecutive_failures,
+            "ejected_for_seconds": max(0.0, round(self.ejected_until - now, 3)),
+            "last_error": self.last_error,
+        }
+        out.update(self.limiter.state())
+        out["background_inflight"] = self.background_inflight
+        out["background_room"] = max(0, self.background_room(now))
+        return out
+
+
+def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Backend:
+    """A backend and its limiter as `config` sets them up; whoever queues for it wires
+    `limiter.notify_capacity` next."""
+    controller = config.controller
+    limiter = Limiter(
+        algorithms.create(controller.algorithm, controller.params, config.sla),
+        clock=clock,
+        floor=bc.min_concurrency,
+        max_limit=bc.max_concurrency,
+        window_seconds=controller.window_seconds,
+        min_samples=controller.min_samples,
+        sla=config.sla,
+    )
+    return Backend(bc, limiter, config.health, clock, interactive_horizon=config.batch.interactive_horizon)
+
+
+class Lease:
+    """One dispatched request's hold on a backend slot. Released exactly once."""
+
+    __slots__ = ("backend", "background", "shared", "slot", "target")
+
+    def __init__(
+        self, target: Backend, slot: Slot, background: bool = False, shared: SlotLease | None = None
+    ) -> None:
+        self.target = target
+        self.slot = slot
+        self.backend = target.name
+        self.background = background
+        self.shared = shared
+        """The slot's lease in Redis, with shared state; released with the slot."""
+
+    def release(self, sample: Sample | None) -> None:
+        shared, self.shared = self.shared, None  # given back once, even if called twice (a bug)
+        if self.background:
+            self.target.background_inflight -= 1
+        try:
+            self.slot.release(sample)
+        finally:
+            pump = self.target.pump
+            if shared is not None and pump is not None:
+                pump.give_back(shared)
+
+
+class Pool:
+    def __init__(self, backends: Iterable[Backend], clock: Clock, strategy: Strategy | None = None) -> None:
+        self.backends = tuple(backends)
+        self.strategy: Strategy = strategy or LeastLoaded()
+        self._clock = clock
+
+    def try_acquire(
+        self,
+        model: str,
+        route: RouteKey | None = None,
+        exclude: Collection[str] = (),
+        *,
+        background: bool = False,
+    ) -> Lease | None:
+        """A slot on the best backend with room for this request (none named in `exclude`), or None."""
+        got = self.pick(model, (route,), exclude=exclude, background=background)
+        return None if got is None else got[1]
+
+    def pick(
+        self,
+        model: str,
+        routes: Sequence[RouteKey | None],
+        *,
+        exclude: Collection[str] = (),
+        background: bool = False,
+    ) -> tuple[int, Lease] | None:
+        """Which of `routes` (the requests allowed to go next) takes a slot now, and its lease, on
+        no backend named in `exclude`; a batch line (`background`) only where
+        `Backend.background_room` leaves it one."""
+        now = self._clock()
+        serving: list[Backend] = []
+        loads: list[Load] = []
+        any_open = False
+        for b in self.backends:
+            if model not in b.models or not b.in_rotation(now):
+                continue
+            lim = b.limiter
+            is_open = b.room(now, background=background) > 0 and b.name not in exclude
+            any_open = any_open or is_open
+            s = b.engine_stats
+            loads.append(
+                Load(
+                    b.name,
+                    lim.inflight,
+                    lim.limit,
+                    is_open,
+                    None if s is None else s.kv_usage,
+                    None if s is None else s.kv_capacity_tokens,
+                    b.cache_epoch,
+                )
+            )
+            serving.append(b)
+        if not any_open:
+            return None
+        choice = self.strategy.choose(model, routes, loads)
+        if choice is None:
+            return None
+        target = serving[choice.backend]
+        lease = target.lease(background=background)
+        self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
+        return choice.request, lease
+
+    def available(self, model: str, *, exclude: Collection[str] = ()) -> bool:
+        """Some backend in rotation, none named in `exclude`, serves `model`."""
+        now = self._clock()
+        return any(model in b.models and b.in_rotation(now) and b.name not in exclude for b in self.backends)
+
+    def has_room(self, model: str, *, background: bool = False) -> bool:
+        """Some backend in rotation serving `model` has a free slot (for a batch line: one that
+        `Backend.background_room` leaves it; with shared slots, a lease ready for it)."""
+        now = self._clock()
+        return any(
+            model in b.models and b.in_rotation(now) and b.room(now, background=background) > 0
+            for b in self.backends
+        )
+
+    def capacity(self, model: str) -> int:
+        """Slots the backends in rotation serving `model` allow now: the sum of their limits."""
+        now = self._clock()
+        return sum(b.limiter.limit for b in self.backends if model in b.models and b.in_rotation(now))
+
+    def known(self, model: str) -> bool:
+        return any(model in b.models for b in self.backends)
+
+    def undiscovered(self) -> list[Backend]:
+        """Backends whose models are not known yet (never reached, nothing pinned)."""
+        return [b for b in self.backends if not b.models]
+
+    def models(self) -> list[str]:
+        now = self._clock()
+        return sorted({m for b in self.backends if b.in_rotation(now) for m in b.models})
+
+    def all_busy(self, model: str) -> bool:
+        """True when no backend in rotation serving `model` has a free slot."""
+        now = self._clock()
+        return not any(model in b.models and b.in_rotation(now) and not b.full() for b in self.backends)
+
+    def last_in_rotation(self, backend: Backend) -> bool:
+        """True when `backend` is the only one in rotation serving some model it serves."""
+        now = self._clock()
+        others = [b for b in self.backends if b is not backend and b.in_rotation(now)]
+        return any(not any(model in b.models for b in others) for model in backend.models)

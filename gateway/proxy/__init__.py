@@ -1,0 +1,1 @@
+"""The OpenAI surface: requests read and checked, forwarded to a backend, answered."""

@@ -1,0 +1,53 @@
+"""ASGI plumbing every endpoint shares: read a bounded body, answer JSON, answer an error.
+
+Raw ASGI rather than a framework's request object: the hot endpoints need the receive channel for
+themselves (to notice a client that goes away), so the body is read here, message by message, and
+refused as soon as it passes the limit instead of after it was buffered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import orjson
+from starlette.types import Receive, Send
+
+from gateway.proxy.errors import GatewayError
+
+ABORT = "gateway.abort"
+"""Scope extension the server provides (gateway.server.listener): a callable that aborts the client
+connection of the current request, for a response that cannot be completed."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request was read."""
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body, refusing with 413 as soon as it passes `limit` (reading no more)."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"request body is over the limit of {limit} bytes", "request_too_large")
+        parts.append(chunk)
+        if not message.get("more_body"):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def respond_error(send: Send, err: GatewayError) -> None:
+    with contextlib.suppress(RuntimeError):  # a response already started cannot be replaced
+        await send({"type": "http.response.start", "status": err.status, "headers": err.headers()})
+        await send({"type": "http.response.body", "body": err.body()})
+
+
+async def send_json(send: Send, status: int, payload: object) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
+    await send({"type": "http.response.body", "body": orjson.dumps(payload)})

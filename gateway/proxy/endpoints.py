@@ -1,0 +1,166 @@
+"""The OpenAI endpoints: read and check the request, hand it to the forwarder, answer, record.
+
+A raw ASGI handler rather than a framework endpoint: this is the hot path, and it needs the receive
+channel for itself to notice a client that goes away while its request waits or streams; it then
+cancels the request's task, and the forwarder's `finally` returns the slot. How a request gets a
+slot and a backend, and is retried, is gateway.proxy.forwarder's job.
+
+The batch runner calls this same handler in-process for each batch line, with the line's tenant
+under the scope key `BACKGROUND_TENANT`: a key no HTTP client can set, since a server builds the
+scope from the connection. Such a request waits in the queue's background class and leaves the
+client-facing latency histograms alone (its "client" is the runner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.types import Receive, Scope, Send
+
+from gateway.admission import Ticket
+from gateway.config import GatewayConfig
+from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
+from gateway.pool.backends import Pool
+from gateway.proxy.asgi import ABORT, ClientGone, read_body, respond_error
+from gateway.proxy.errors import GatewayError
+from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
+from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
+from gateway.proxy.tenants import tenant_of
+from gateway.proxy.upstream import HOP_BY_HOP
+from gateway.types import Clock
+
+BACKGROUND_TENANT = "llm_gateway.background_tenant"
+"""Scope key marking an in-process batch-line request; its value is the batch's tenant."""
+
+CLIENT_CLOSED = 499
+"""Status recorded (never sent) for a request whose client went away."""
+
+
+class OpenAIEndpoints:
+    """ASGI app for POST /v1/chat/completions, /v1/completions and /v1/embeddings."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        pool: Pool,
+        forwarder: Forwarder,
+        telemetry: Telemetry,
+        clock: Clock,
+    ) -> None:
+        self._pool = pool
+        self._forwarder = forwarder
+        self._telemetry = telemetry
+        self._clock = clock
+        self._stopping = False
+        self.reconfigure(config)
+
+    def reconfigure(self, config: GatewayConfig) -> None:
+        """Take a new config (reload): tenants, keys and limits apply to the next request."""
+        self._config = config
+        self._tenants = config.tenant_for_key()
+        self._priority = {t.name: (t.priority, t.priority_limit) for t in config.tenants}
+        self._dropped = dropped_headers(HOP_BY_HOP, config.headers.sensitive, config.headers.passed)
+
+    def stop_admitting(self) -> None:
+        """Shutdown began: from now on every request is answered 503 `shutting_down`."""
+        self._stopping = True
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._handle(scope, receive, send)
+        except GatewayError as err:
+            await respond_error(send, err)
+        except ClientGone:
+            pass
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = self._clock()
+        head = read_head(scope["headers"], self._dropped)
+        limit = self._config.max_body_bytes
+        if head.content_length > limit:
+            raise GatewayError(
+                413,
+                f"request body of {head.content_length} bytes is over the limit of {limit} bytes",
+                "request_too_large",
+            )
+        body = await read_body(receive, limit)
+        background: str | None = scope.get(BACKGROUND_TENANT)
+        tenant = tenant_of(self._tenants, head.auth) if background is None else background
+        model, streaming, route = parse_request(body, head.session)
+        pool = self._pool
+        if not pool.known(model):
+            if pool.undiscovered():
+                # Some backend never answered, so "no such model" may not be true yet. The name is
+                # the client's: it is counted under one label, not a series of its own.
+                self._telemetry.rejected(UNKNOWN_MODEL, "no_backend")
+                raise GatewayError(
+                    503,
+                    f"no healthy backend is known to serve `{model}` yet: "
+                    f"{', '.join(b.name for b in pool.undiscovered())} not reachable",
+                    "no_backend",
+                    retry_after=self._config.health.interval * 2,
+                )
+            raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found", param="model")
+        default, maximum = self._priority.get(tenant, (0, 0))
+        ticket = Ticket(
+            tenant=tenant,
+            priority=parse_priority(head.priority, default, maximum),
+            timeout=parse_seconds(head.timeout),
+            request_id=head.request_id,
+            route=route,
+            background=background is not None,
+        )
+        if self._stopping:
+            self._telemetry.rejected(model, "shutting_down")
+            raise shutting_down()
+        out = Outbound(model, scope["path"], body, head.forward, streaming, ticket, arrived)
+        await self._forward(scope, receive, send, out)
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, out: Outbound) -> None:
+        """Forward while watching for the client to go away; record how it ended."""
+        task = asyncio.current_task()
+        assert task is not None
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
+        outcome = Outcome()
+        try:
+            await self._forwarder.forward(out, send, outcome)
+            if not outcome.complete:
+                abort_connection(scope)
+        except asyncio.CancelledError:
+            if not gone.is_set():
+                raise
+            task.uncancel()
+            if not outcome.exchanged:
+                outcome.status = CLIENT_CLOSED
+        finally:
+            watcher.cancel()
+            self._telemetry.finished(
+                out.model,
+                outcome.backend,
+                outcome.status,
+                out.arrived,
+                self._clock(),
+                outcome.first_token_at,
+                client_facing=not out.ticket.background,
+            )
+
+
+def abort_connection(scope: Scope) -> None:
+    """Abort the client connection of a response that cannot be completed (see gateway.server.listener).
+
+    Under a server without the extension, returning without completing the response closes it too.
+    """
+    abort = scope.get("extensions", {}).get(ABORT)
+    if abort is not None:
+        abort()
+
+
+async def _watch_disconnect(receive: Receive, task: asyncio.Task[None], gone: asyncio.Event) -> None:
+    """Cancel the request's task when its client disconnects (uvicorn reports http.disconnect)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            task.cancel()
+            return

@@ -1,0 +1,158 @@
+"""Reading a client's request: the headers that matter, what is forwarded, and the body's model.
+
+Pure functions; every problem is a `GatewayError` (a 4xx in OpenAI's shape), never another exception.
+
+Bounds, each because a client chooses the value and the gateway repeats it:
+- `model` at most `MAX_MODEL_CHARS` (256) characters, else 400 before anything else looks at it:
+  the name is echoed in errors and logged, and the longest names on Hugging Face are under 100.
+- `x-request-id` kept only when at most `MAX_REQUEST_ID` (128) visible ASCII characters, else
+  replaced by a fresh id: it is forwarded, echoed and logged, and is for correlating, not carrying.
+- `content-length` over 19 digits reads as too large (Python refuses to parse 4,300 digits).
+
+Credentials: the backend gets the gateway's own key (`Authorization`, per backend), and nothing a
+client meant for somebody else: `CREDENTIAL_HEADERS` (API keys in the forms other providers take
+them, cookies, OpenAI account headers; see gateway.config) are dropped before forwarding, with any
+the config names as sensitive, unless the config lets them pass.
+
+Priority: `x-priority` may lower a request's priority or choose within what its tenant is allowed
+(`priority` up to `max_priority`); a value above that counts as the maximum, never more.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
+from gateway.proxy.errors import GatewayError
+from gateway.routing import RouteKey
+
+MAX_MODEL_CHARS = 256
+MAX_REQUEST_ID = 128
+_MAX_LENGTH_DIGITS = 19
+_REQUEST_ID = re.compile(rb"[!-~]{1,%d}" % MAX_REQUEST_ID)
+
+
+@dataclass(slots=True)
+class RequestHead:
+    """What the gateway reads from a request's headers."""
+
+    content_length: int = -1
+    """-1 when absent or not a number."""
+    auth: bytes | None = None
+    request_id: str = ""
+    priority: bytes | None = None
+    timeout: bytes | None = None
+    session: str | None = None
+    """`x-session-id`: the conversation a request belongs to, for routing."""
+    forward: dict[str, str] = field(default_factory=dict)
+    """Headers for the backend: all but the dropped ones, plus the request id."""
+
+
+def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes]) -> RequestHead:
+    """The head of a request from its (lower-case) ASGI headers; `dropped` are never forwarded."""
+    head = RequestHead()
+    request_id = None
+    for name, value in headers:
+        if name == b"content-length":
+            if value.isdigit():
+                head.content_length = (
+                    int(value) if len(value) <= _MAX_LENGTH_DIGITS else 10**_MAX_LENGTH_DIGITS
+                )
+        elif name == b"authorization":
+            head.auth = value
+        elif name == b"x-request-id":
+            request_id = client_request_id(value)
+        elif name == b"x-priority":
+            head.priority = value
+        elif name == b"x-queue-timeout":
+            head.timeout = value
+        elif name == b"x-session-id":
+            head.session = value.decode("latin-1")
+        if name not in dropped:
+            head.forward[name.decode("latin-1")] = value.decode("latin-1")
+    head.request_id = request_id or os.urandom(12).hex()
+    head.forward["x-request-id"] = head.request_id
+    return head
+
+
+def client_request_id(value: bytes) -> str | None:
+    """The client's request id if it is one worth keeping (short, visible ASCII), else None."""
+    return value.decode("ascii") if _REQUEST_ID.fullmatch(value) else None
+
+
+def dropped_headers(
+    base: Iterable[bytes], sensitive: Iterable[str], passed: Iterable[str]
+) -> frozenset[bytes]:
+    """Headers never forwarded: `base`, the credentials and `sensitive`, less those `passed`."""
+    let_through = {p.lower().encode("latin-1") for p in passed}
+    secret = CREDENTIAL_HEADERS | {s.lower().encode("latin-1") for s in sensitive}
+    return frozenset(base) | (secret - let_through)
+
+
+def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
+    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
+
+    The routing key keeps references into the parsed body and hashes the prompt only if a routing
+    strategy asks; its session is the `x-session-id` header, else the body's `user`.
+    """
+    payload = json_object(body)
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise GatewayError(400, "you must provide a model parameter", "missing_model", param="model")
+    if len(model) > MAX_MODEL_CHARS:
+        raise GatewayError(
+            400,
+            f"model names are at most {MAX_MODEL_CHARS} characters; this one has {len(model)}",
+            "model_too_long",
+            param="model",
+        )
+    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body that must be one JSON object, or a 400 in OpenAI's shape."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(payload, dict):
+        raise GatewayError(400, "request body must be a JSON object", "invalid_request")
+    return payload
+
+
+def parse_priority(header: bytes | None, default: int, maximum: int) -> int:
+    """The request's priority: `default` (its tenant's), or what `x-priority` asks for within
+    [MIN_PRIORITY, maximum]. Not an integer: 400."""
+    if header is None:
+        return default
+    try:
+        asked = int(header)
+    except ValueError:
+        raise GatewayError(
+            400, "x-priority must be an integer", "invalid_priority", param="x-priority"
+        ) from None
+    return max(MIN_PRIORITY, min(asked, maximum))
+
+
+def parse_seconds(header: bytes | None) -> float | None:
+    """`x-queue-timeout`: a positive number of seconds, or None when absent."""
+    if header is None:
+        return None
+    try:
+        value = float(header)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise GatewayError(
+            400,
+            "x-queue-timeout must be a positive number of seconds",
+            "invalid_timeout",
+            param="x-queue-timeout",
+        )
+    return value

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import pytest
+from limiter_helpers import Counter, Progress
+
+from gateway.control.slots import InFlight, Slot
+from gateway.types import Sample, StreamProgress
+
+
+class Events:
+    """Records what slots report, in order."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[object, ...]] = []
+
+    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+        self.log.append(("sent", slot, dispatched_at, progress is not None))
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        self.log.append(("first", dispatched_at, ttft))
+
+    def finished(self, slot: Slot, sample: Sample | None) -> None:
+        self.log.append(("finished", slot, sample))
+
+
+def inflight(limit: int = 8) -> tuple[InFlight, Events, Counter]:
+    events, wake = Events(), Counter()
+    return InFlight(limit, events, wake), events, wake
+
+
+def test_acquire_until_full_then_refuse() -> None:
+    slots, _, _ = inflight(8)
+    held = [slots.acquire() for _ in range(8)]
+    assert slots.count == 8 and slots.peak == 8 and not slots.has_room()
+    with pytest.raises(RuntimeError, match="no room"):
+        slots.acquire()
+    held[0].release(None)
+    assert slots.has_room() and slots.count == 7
+
+
+def test_release_exactly_once_and_wakes_the_queue() -> None:
+    slots, events, wake = inflight()
+    slot = slots.acquire()
+    slot.release(None)
+    assert wake.calls == 1 and slot.released
+    with pytest.raises(RuntimeError, match="twice"):
+        slot.release(None)
+    assert slots.count == 0 and wake.calls == 1
+    assert events.log == [("finished", slot, None)]
+
+
+def test_no_wake_when_a_release_leaves_no_room() -> None:
+    slots, _, wake = inflight(8)
+    held = [slots.acquire() for _ in range(7)]
+    slots.set_limit(4)  # a cut while 7 are in flight
+    assert wake.calls == 0
+    for s in held[:3]:
+        s.release(None)
+    assert wake.calls == 0 and slots.count == 4
+    held[3].release(None)
+    assert wake.calls == 1 and slots.has_room()
+
+
+def test_a_rise_of_the_limit_wakes_and_a_cut_does_not() -> None:
+    slots, _, wake = inflight(4)
+    slots.set_limit(4)
+    slots.set_limit(2)
+    assert wake.calls == 0
+    slots.set_limit(6)
+    assert wake.calls == 1 and slots.limit == 6
+
+
+def test_peak_is_the_highest_count_since_the_reset() -> None:
+    slots, _, _ = inflight(8)
+    held = [slots.acquire() for _ in range(5)]
+    for s in held[:4]:
+        s.release(None)
+    assert (slots.count, slots.peak) == (1, 5)
+    slots.reset_peak()
+    assert slots.peak == 1
+
+
+def test_a_slot_reports_its_stream_first_token_and_end_then_nothing() -> None:
+    slots, events, _ = inflight()
+    slot = slots.acquire()
+    slot.sent(100.0, Progress())
+    slot.first_token(100.0, 0.3)
+    slot.first_token(100.0, 0.4)  # only the first one counts
+    slot.release(Sample(dispatched_at=100.0, e2e=2.0, ttft=0.3, output_tokens=50))
+    slot.sent(100.0, Progress())
+    slot.first_token(100.0, 0.5)
+    assert events.log == [
+        ("sent", slot, 100.0, True),
+        ("first", 100.0, 0.3),
+        # The TTFT was reported at the first token: the finished sample does not repeat it.
+        ("finished", slot, Sample(dispatched_at=100.0, e2e=2.0, ttft=None, output_tokens=50)),
+    ]
+
+
+def test_a_sample_keeps_its_ttft_when_no_first_token_was_reported() -> None:
+    slots, events, _ = inflight()
+    slot = slots.acquire()
+    sample = Sample(dispatched_at=100.0, e2e=2.0, ttft=0.3)
+    slot.release(sample)
+    assert events.log == [("finished", slot, sample)]
+
+
+def test_the_count_goes_down_even_if_recording_the_end_fails() -> None:
+    class Failing(Events):
+        def finished(self, slot: Slot, sample: Sample | None) -> None:
+            raise ValueError("broken receiver")
+
+    wake = Counter()
+    slots = InFlight(1, Failing(), wake)
+    slot = slots.acquire()
+    with pytest.raises(ValueError, match="broken receiver"):
+        slot.release(None)
+    assert slot.released and slots.count == 0 and wake.calls == 1

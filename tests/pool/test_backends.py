@@ -1,0 +1,224 @@
+"""The pool's choice, rotation and passive ejection, with a hand-driven clock and real limiters."""
+
+import logging
+
+import pytest
+
+from gateway import routing
+from gateway.config import BackendConfig, HealthConfig
+from gateway.control import algorithms
+from gateway.control.limiter import Limiter
+from gateway.pool.backends import Backend, Pool
+from gateway.routing import RouteKey
+from gateway.types import SLA, EngineStats, Sample
+from tests.clock import FakeClock
+
+
+def make(clock: FakeClock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
+    algorithm = algorithms.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
+    limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
+    backend = Backend(
+        BackendConfig(url=f"http://{name}", name=name, models=models),
+        limiter,
+        HealthConfig(failure_threshold=2, backoff_initial=1.0, backoff_max=4.0),
+        clock,
+    )
+    backend.mark_healthy()
+    return backend
+
+
+def test_picks_the_backend_with_the_largest_free_share_and_respects_limits() -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4), make(clock, "b", 2)
+    pool = Pool([a, b], clock)
+    leases = [pool.try_acquire("m") for _ in range(6)]
+    assert all(lease is not None for lease in leases)
+    assert (a.limiter.inflight, b.limiter.inflight) == (4, 2)
+    assert pool.try_acquire("m") is None
+    assert pool.all_busy("m")
+    leases[0].release(None)  # type: ignore[union-attr]
+    again = pool.try_acquire("m")
+    assert again is not None and again.backend == leases[0].backend  # type: ignore[union-attr]
+
+
+def test_only_backends_serving_the_model_are_used() -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4, ("x",)), make(clock, "b", 4, ("y",))
+    pool = Pool([a, b], clock)
+    lease = pool.try_acquire("y")
+    assert lease is not None and lease.backend == "b"
+    assert pool.try_acquire("z") is None
+    assert pool.known("x") and not pool.known("z")
+    assert pool.models() == ["x", "y"]
+
+
+def test_consecutive_failures_eject_with_growing_backoff() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 4)
+    pool = Pool([a], clock)
+    assert not a.record_failure("refused")
+    assert a.record_failure("refused")
+    assert not pool.available("m") and pool.try_acquire("m") is None
+    a.mark_healthy()
+    assert not a.in_rotation(clock.now)  # the backoff has not run out yet
+    clock.advance(1.0)
+    assert pool.available("m")
+    a.record_failure("x")
+    a.record_failure("x")
+    a.mark_healthy()
+    clock.now += 1.5
+    assert not pool.available("m")  # second ejection waits twice as long
+    clock.now += 0.5
+    assert pool.available("m")
+    a.record_success()
+    assert a.ejections == 0
+
+
+def test_failures_while_out_of_rotation_do_not_extend_the_backoff() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 4)
+    a.record_failure("x")
+    assert a.record_failure("x")  # ejected for 1 s
+    for _ in range(10):  # its broken in-flight streams report in afterwards
+        assert not a.record_failure("stream cut")
+    a.mark_healthy()
+    clock.advance(1.0)
+    assert a.in_rotation(clock.now)
+    assert a.last_error == "stream cut"
+
+
+def test_ejection_and_a_restart_move_the_cache_epoch() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 4)
+    a.observe_prefix_cache(100.0, 60.0, restarted=False)
+    assert (a.prefix_queries, a.prefix_hits, a.cache_epoch) == (100.0, 60.0, 0)
+    a.observe_prefix_cache(10.0, 0.0, restarted=True)
+    assert (a.prefix_queries, a.cache_epoch) == (110.0, 1)
+    a.record_failure("refused")
+    assert a.cache_epoch == 1
+    a.record_failure("refused")  # ejected
+    assert a.cache_epoch == 2
+
+
+def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4), make(clock, "b", 4)
+    pool = Pool([a, b], clock, routing.create("prefix"))
+    doc = RouteKey(prompt="d" * 2000 + "first question")
+    first = pool.try_acquire("m", doc)
+    assert first is not None
+    first.release(None)
+    for question in ("second", "third"):
+        lease = pool.try_acquire("m", RouteKey(prompt="d" * 2000 + question))
+        assert lease is not None and lease.backend == first.backend
+        lease.release(None)
+    # A failed backend is excluded on retry even though it holds the prefix.
+    other = pool.try_acquire("m", doc, exclude=[first.backend])
+    assert other is not None and other.backend != first.backend
+    # Late binding: of several requests, the one whose prefix the free backend holds.
+    held = [pool.try_acquire("m") for _ in range(4)]
+    free = next(x for x in held if x is not None and x.target is first.target)
+    free.release(None)
+    got = pool.pick("m", [RouteKey(prompt="e" * 3000), None, RouteKey(prompt="d" * 2000 + "fourth")])
+    assert got is not None and got[0] == 2 and got[1].backend == first.backend
+
+
+def make_with_horizon(clock: FakeClock, limit: int, horizon: float) -> Backend:
+    algorithm = algorithms.create("fixed", {"limit": limit}, SLA(ttft_p90=1.0))
+    limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=64)
+    backend = Backend(
+        BackendConfig(url="http://a", name="a", models=("m",)),
+        limiter,
+        HealthConfig(),
+        clock,
+        interactive_horizon=horizon,
+    )
+    backend.mark_healthy()
+    return backend
+
+
+def test_batch_lines_leave_the_slots_interactive_traffic_used_lately() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 6, horizon=10.0)
+    pool = Pool([a], clock)
+    interactive = [pool.try_acquire("m") for _ in range(2)]
+    for lease in interactive:
+        lease.release(None)  # type: ignore[union-attr]
+    clock.advance(1.0)
+    batch = [pool.try_acquire("m", background=True) for _ in range(6)]
+    assert sum(lease is not None for lease in batch) == 4  # 6 less the 2 interactive ones had
+    assert a.background_inflight == 4
+    assert pool.try_acquire("m") is not None  # the reserve is there for an interactive arrival
+    clock.advance(11.0)  # the peak is forgotten (horizon 10 s, rolled in within 1 s); 5 held of 6
+    extra = pool.try_acquire("m", background=True)
+    assert extra is not None and a.background_inflight == 5
+    for lease in [*batch, extra]:
+        if lease is not None:
+            lease.release(None)
+    assert a.background_inflight == 0 and a.limiter.inflight == 1
+
+
+def test_interactive_traffic_may_use_every_slot_batch_lines_leave() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 3, horizon=10.0)
+    pool = Pool([a], clock)
+    batch = pool.try_acquire("m", background=True)
+    assert batch is not None
+    interactive = [pool.try_acquire("m") for _ in range(3)]
+    assert sum(lease is not None for lease in interactive) == 2  # the limit binds everyone
+    assert pool.try_acquire("m", background=True) is None
+
+
+def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_holds() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 10, horizon=10.0)
+    pool = Pool([a], clock)
+    # 1,000 KV tokens, 80% used by 4 running sequences: 200 tokens each, so 5 fit.
+    a.limiter.observe(EngineStats(at=clock(), kv_usage=0.8, running=4, kv_capacity_tokens=1000))
+    assert a.limiter.kv_ceiling() == 5 and a.limiter.limit == 10
+    alone = [pool.try_acquire("m", background=True) for _ in range(10)]
+    assert all(lease is not None for lease in alone)  # no interactive traffic: up to the limit
+    for lease in alone:
+        lease.release(None)  # type: ignore[union-attr]
+    interactive = pool.try_acquire("m")
+    assert interactive is not None
+    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    assert sum(lease is not None for lease in batch) == 4  # the KV ceiling less the reserve of 1
+    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 5  # interactive: the limit
+
+
+def test_beside_interactive_traffic_batch_lines_fit_the_kv_cache_at_their_full_size() -> None:
+    clock = FakeClock(100.0)
+    a = make_with_horizon(clock, 10, horizon=10.0)
+    pool = Pool([a], clock)
+    # 1,000 KV tokens, half used by 4 running sequences (125 each, so 8 fit as they are now); a
+    # request ends holding 250 (prompt + output), so only 4 fit once they have all grown.
+    a.limiter.observe(EngineStats(at=clock(), kv_usage=0.5, running=4, kv_capacity_tokens=1000))
+    first = pool.try_acquire("m")
+    assert first is not None
+    first.release(Sample(dispatched_at=clock(), e2e=1.0, prompt_tokens=150, output_tokens=100))
+    assert (a.limiter.kv_ceiling(), a.limiter.whole_request_ceiling()) == (8, 4)
+    interactive = pool.try_acquire("m")
+    assert interactive is not None
+    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    assert sum(lease is not None for lease in batch) == 3  # 4 at full size less the reserve of 1
+    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 6  # interactive: the limit
+
+
+def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock(100.0)
+    a, b = make(clock, "a", 4, ("m", "solo")), make(clock, "b", 4, ("m",))
+    pool = Pool([a, b], clock)
+    assert pool.last_in_rotation(a) and not pool.last_in_rotation(b)  # only a serves "solo"
+    for _ in range(5):
+        assert not a.record_failure("answered 500", may_eject=False)
+    assert a.in_rotation(clock.now) and a.consecutive_failures == 5
+    assert not caplog.records
+    a.record_success()
+    b.record_failure("refused")
+    with caplog.at_level(logging.WARNING, logger="gateway.pool.backends"):
+        assert b.record_failure("refused")  # ejections are logged with their cause
+    assert "backend b out of rotation for 1.0 s after 2 consecutive failures; last: refused" in caplog.text
+    assert pool.last_in_rotation(a)
