@@ -14,8 +14,6 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING
 
-from starlette.types import Receive, Scope, Send
-
 from gateway import routing
 from gateway.admission.model_queues import ModelQueues
 from gateway.batch import api as batch_api
@@ -34,7 +32,7 @@ from gateway.proxy.upstream import Upstream
 from gateway.runtime.admin_state import AdminState
 from gateway.runtime.loops import Loops
 from gateway.runtime.reload import Reloader, ReloadResult
-from gateway.types import Clock
+from gateway.types import Clock, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from gateway.coordination.coordinator import Coordinator

@@ -5,16 +5,23 @@ Nothing here imports from the rest of the package, performs I/O or reads a clock
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 Clock = Callable[[], float]
 """Monotonic seconds. Injected everywhere time matters so tests can drive it by hand."""
 
 Signal = Literal["ttft", "tpot", "e2e"]
 SIGNALS: tuple[Signal, ...] = ("ttft", "tpot", "e2e")
+
+# ASGI (https://asgi.readthedocs.io), the interface between the server and the application: the
+# gateway is a raw ASGI application and needs only these four names, not a framework.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)

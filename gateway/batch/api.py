@@ -22,8 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from starlette.types import Receive, Scope, Send
-
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
 from gateway.config import TenantConfig
@@ -31,6 +29,7 @@ from gateway.proxy.asgi import read_body, respond_error, send_json
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.request import json_object
 from gateway.proxy.tenants import tenant_of
+from gateway.types import Receive, Scope, Send
 
 PREFIXES = ("/v1/files", "/v1/batches")
 """The router sends these paths and every path below them here."""

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from python_multipart.multipart import MultipartParser, parse_options_header
-from starlette.types import Receive, Scope, Send
 
 from gateway.proxy.errors import GatewayError
+from gateway.types import Receive, Scope, Send
 
 FIELD_LIMIT = 1024
 """Longest value of a plain form field (purpose, expires_after); the parser itself bounds the

@@ -14,13 +14,12 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from starlette.types import Receive, Scope, Send
-
 from gateway.batch import records
 from gateway.batch.files import receive_upload, send_file
 from gateway.batch.model import FileRecord, new_id
 from gateway.batch.store import Store
 from gateway.proxy.errors import GatewayError
+from gateway.types import Receive, Scope, Send
 
 log = logging.getLogger("gateway.batch")
 

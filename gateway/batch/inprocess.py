@@ -16,9 +16,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from starlette.types import Message, Receive, Scope, Send
-
 from gateway.proxy.endpoints import BACKGROUND_TENANT
+from gateway.types import Message, Receive, Scope, Send
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 

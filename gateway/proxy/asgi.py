@@ -10,9 +10,9 @@ from __future__ import annotations
 import contextlib
 
 import orjson
-from starlette.types import Receive, Send
 
 from gateway.proxy.errors import GatewayError
+from gateway.types import Receive, Send
 
 ABORT = "gateway.abort"
 """Scope extension the server provides (gateway.server.listener): a callable that aborts the client

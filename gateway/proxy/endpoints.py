@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 
-from starlette.types import Receive, Scope, Send
-
 from gateway.admission import Ticket
 from gateway.config import GatewayConfig
 from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
@@ -27,7 +25,7 @@ from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
 from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
 from gateway.proxy.tenants import tenant_of
 from gateway.proxy.upstream import HOP_BY_HOP
-from gateway.types import Clock
+from gateway.types import Clock, Receive, Scope, Send
 
 BACKGROUND_TENANT = "llm_gateway.background_tenant"
 """Scope key marking an in-process batch-line request; its value is the batch's tenant."""

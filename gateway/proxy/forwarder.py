@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from starlette.types import Send
-
 from gateway.admission import Rejected, Ticket
 from gateway.admission.model_queues import ModelQueues
 from gateway.metrics.telemetry import Telemetry
@@ -31,7 +29,7 @@ from gateway.proxy.upstream import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from gateway.types import Clock
+from gateway.types import Clock, Send
 
 
 @dataclass(frozen=True, slots=True)

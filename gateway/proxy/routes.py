@@ -16,11 +16,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from starlette.types import Receive, Scope, Send
-
 from gateway.config.listen import AdminConfig
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.tenants import bearer_token
+from gateway.types import Receive, Scope, Send
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
 Respond = Callable[[Send, GatewayError], Awaitable[None]]

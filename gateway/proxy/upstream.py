@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 import aiohttp
 import orjson
-from starlette.types import Send
 
 from gateway.config import TimeoutConfig
 from gateway.pool.backends import Lease
 from gateway.proxy.sse import StreamStats, body_usage
-from gateway.types import Clock, Sample
+from gateway.types import Clock, Sample, Send
 
 HOP_BY_HOP = frozenset(
     {

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from starlette.types import Message, Receive, Scope
 
 from gateway.batch.files import receive_upload, send_file
 from gateway.proxy.errors import GatewayError
+from gateway.types import Message, Receive, Scope
 
 
 def upload(data: bytes, chunk: int = 1000, **fields: str) -> tuple[Scope, Receive]:

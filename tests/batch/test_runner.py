@@ -9,7 +9,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from starlette.types import Receive, Scope, Send
 
 from gateway.batch import lines, records
 from gateway.batch.lines import LineResult
@@ -18,6 +17,7 @@ from gateway.batch.runner import BatchRun, ResultWriter
 from gateway.batch.store import Store
 from gateway.batch.validation import Validation
 from gateway.proxy.endpoints import BACKGROUND_TENANT
+from gateway.types import Receive, Scope, Send
 from tests.batch.jsonl import CHAT, chat_line, jsonl
 
 

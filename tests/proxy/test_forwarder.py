@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from starlette.types import Message
 
 from gateway.admission import Ticket
 from gateway.admission.model_queues import ModelQueues
@@ -25,7 +24,7 @@ from gateway.pool.backends import Backend, Pool
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome
 from gateway.proxy.upstream import Upstream
-from gateway.types import SLA
+from gateway.types import SLA, Message
 from tests.clock import FakeClock
 from tests.recording_backend import recording_backend
 

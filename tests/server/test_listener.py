@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import uvicorn
-from starlette.types import Receive, Scope, Send
 
 from gateway.config.listen import ListenLimits
 from gateway.server.connection_cap import Connections
 from gateway.server.listener import GuardedProtocol
 from gateway.server.serve import bind
+from gateway.types import Receive, Scope, Send
 
 LIMITS = ListenLimits(header_timeout=5.0, max_header_bytes=1024, max_headers=10, max_connections=8)
 
