@@ -1,7 +1,7 @@
-"""What a shared slot costs: RedisSlots against LocalSlots, on a real redis-server on loopback.
+"""What a shared slot costs: RedisSlots against the in-process count, on a real redis-server on loopback.
 
 Modes, interleaved A B C A B C ... and repeated, each round timing `ops` operations:
-- `local`: LocalSlots.try_acquire + release (what one process does without shared state);
+- `local`: InFlight.acquire + Slot.release (what one process does without shared state);
 - `redis`: RedisSlots.try_acquire + release, one script call each, with redis-py's hiredis parser;
 - `redis-py-parser`: the same with redis-py's pure-Python parser (hiredis not installed).
 At concurrency 1 each acquire and each release is one round trip; per mode the median over rounds
@@ -24,11 +24,12 @@ from collections.abc import Awaitable, Callable
 from redis._parsers import _AsyncRESP2Parser
 from redis.asyncio import Redis
 
+from gateway.control.slots import InFlight, Slot
 from gateway.control.window import nearest_rank
 from gateway.coordination.connection import connect
-from gateway.coordination.leases import RedisSlots
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
-from gateway.coordination.slots import LocalSlots, SlotBackend
+from gateway.coordination.shared_slots import SlotBackend
 from tests.redis_server import RedisServer
 
 Op = Callable[[], Awaitable[None]]
@@ -45,6 +46,33 @@ def pair(slots: SlotBackend, backend: str) -> tuple[Op, Op]:
 
     async def release() -> None:
         await slots.release(held.pop())
+
+    return acquire, release
+
+
+class _NoEvents:
+    """The slot events a limiter would record, dropped: only the count is timed."""
+
+    def sent(self, slot: Slot, dispatched_at: float, progress: object) -> None:
+        pass
+
+    def first_token(self, dispatched_at: float, ttft: float) -> None:
+        pass
+
+    def finished(self, slot: Slot, sample: object) -> None:
+        pass
+
+
+def local_pair() -> tuple[Op, Op]:
+    """The in-process count's acquire and release, as async ops like the shared ones."""
+    inflight = InFlight(1_000_000, _NoEvents())
+    held: list[Slot] = []
+
+    async def acquire() -> None:
+        held.append(inflight.acquire())
+
+    async def release() -> None:
+        held.pop().release()
 
     return acquire, release
 
@@ -98,7 +126,7 @@ async def bench(url: str, rounds: int, ops: int, held: int) -> None:
     fast = connect(url, timeout=5.0)
     slow = Redis.from_url(url, decode_responses=True, parser_class=_AsyncRESP2Parser)
     modes: dict[str, tuple[Op, Op]] = {
-        "local": pair(LocalSlots(), "b"),
+        "local": local_pair(),
         "redis": pair(RedisSlots(fast, "bench-a", keys=keys), "b"),
         "redis-py-parser": pair(RedisSlots(slow, "bench-b", keys=keys), "b"),
     }

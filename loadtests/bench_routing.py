@@ -105,7 +105,7 @@ def _report(results: list[Result], strategies: list[str], names: list[str]) -> s
     )
     parts.append(f"| target | prefix / least_loaded: median (each repetition) | |\n|---|---|---|\n{checks}")
     costs = cost_table(decision_cost(strategies))
-    parts.append(f"Cost of one routing decision (`Pool.try_acquire` + release):\n\n{costs}")
+    parts.append(f"Cost of one routing decision (`Pool.pick` + release):\n\n{costs}")
     return "\n\n".join(parts)
 
 

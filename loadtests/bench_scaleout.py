@@ -33,7 +33,7 @@ import yaml
 
 from gateway.control.window import nearest_rank
 from gateway.coordination.pump import SlotPump
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 from loadtests.bench_proxy import have_wrk, spawn_sim, wrk
 from loadtests.doc_tables import write_block
 from loadtests.proc_cpu import process_seconds
@@ -81,7 +81,7 @@ class _OneWaiter:
     def __init__(self) -> None:
         self.wants = False
         self.got = asyncio.Event()
-        self.taken: list[SlotLease] = []
+        self.taken: list[SharedSlot] = []
         self.pump: SlotPump | None = None
 
     def next_tenant(self) -> str | None:

@@ -5,15 +5,15 @@ count and queue. With it, every process that names the same Redis (and namespace
 backend: the in-flight count (slots are leases in Redis), one limit set by one elected leader, the
 engine's stats from the leader's one scrape, the leases per tenant, and the rate requests finish.
 
-The interface the limiter admits through (slots.py):
+A shared slot (`SharedSlot`, shared_slots.py) is a lease in Redis: one request's place in a
+backend's in-flight count across every process. The interface (`SlotBackend`):
 
     class SlotBackend(Protocol):
-        async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None
-        async def release(self, lease: SlotLease) -> None       # exactly once per lease
-        def held(self, backend: str) -> int                     # leases this process holds
+        async def try_acquire(self, backend: str, tenant: str, limit: int) -> SharedSlot | None
+        async def release(self, lease: SharedSlot) -> None       # exactly once per lease
+        def held(self, backend: str) -> int                      # leases this process holds
 
-- `LocalSlots`: counts in this process; the behaviour of a gateway without shared state.
-- `RedisSlots` (leases.py): one atomic script per acquire and per release; `limit` is used until
+- `RedisSlots` (redis_slots.py): one atomic script per acquire and per release; `limit` is used until
   the backend's leader has published one, then the published limit decides. Leases lapse
   `lease_seconds` (default 10) after their last renewal; `renew()` extends all of a process's
   leases and its heartbeat in one round trip.
@@ -36,7 +36,7 @@ synchronous dispatch; wakeups.py hears other processes' releases (pub/sub); samp
 followers' finished requests and queue lengths to each backend's leader (a Redis stream).
 
 Modules: url.py (the accepted URL forms, pure), connection.py (the client), scripts.py (the Lua
-scripts and the key layout), slots.py, leases.py, leader.py, shared.py, rates.py, fallback.py,
+scripts and the key layout), shared_slots.py, redis_slots.py, leader.py, shared.py, rates.py, fallback.py,
 coordinator.py, pump.py, wakeups.py, samples.py. Only connection.py and the modules that talk to
 Redis import the client, and nothing here runs at import time.
 """

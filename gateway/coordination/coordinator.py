@@ -29,11 +29,11 @@ from redis.exceptions import RedisError
 
 from gateway.coordination.fallback import Fallback
 from gateway.coordination.leader import Election, Term
-from gateway.coordination.leases import RedisSlots
 from gateway.coordination.rates import CounterRate
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
 from gateway.coordination.shared import SharedState, SharedView
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 from gateway.types import Clock, EngineStats
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class CoordinatedSlots:
         self._slots = slots
         self.fallback = fallback
 
-    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SharedSlot | None:
         if self.fallback.shared:
             try:
                 return await self._slots.try_acquire(backend, tenant, limit)
@@ -62,7 +62,7 @@ class CoordinatedSlots:
 
     async def try_acquire_fair(
         self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
-    ) -> SlotLease | None:
+    ) -> SharedSlot | None:
         """`try_acquire` with the tenants' weighted shares across processes (RedisSlots); in
         fallback, the local share as for `try_acquire` (fairness is then the local queue's)."""
         if self.fallback.shared:
@@ -74,13 +74,13 @@ class CoordinatedSlots:
                 self.lost(exc)
         return self._local(backend, tenant, limit)
 
-    def _local(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
+    def _local(self, backend: str, tenant: str, limit: int) -> SharedSlot | None:
         share = self.fallback.local_share(self._slots.limits.get(backend, limit))
         if self._slots.held(backend) >= share:
             return None
         return self._slots.grant_local(backend, tenant)
 
-    async def release(self, lease: SlotLease) -> None:
+    async def release(self, lease: SharedSlot) -> None:
         if not self.fallback.shared:
             self._slots.forget(lease)
             return

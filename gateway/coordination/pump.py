@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 
 
 class Demand(Protocol):
@@ -54,9 +54,9 @@ class Demand(Protocol):
 class FairSlots(Protocol):
     async def try_acquire_fair(
         self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
-    ) -> SlotLease | None: ...
+    ) -> SharedSlot | None: ...
 
-    async def release(self, lease: SlotLease) -> None: ...
+    async def release(self, lease: SharedSlot) -> None: ...
 
 
 @dataclass(slots=True)
@@ -85,7 +85,7 @@ class SlotPump:
         if not poll > 0:
             raise ValueError(f"poll must be > 0, got {poll!r}")
         self.backend = backend
-        self.ready: list[SlotLease] = []
+        self.ready: list[SharedSlot] = []
         self.counts = PumpCounts()
         self._slots = slots
         self._demand = demand
@@ -93,7 +93,7 @@ class SlotPump:
         self._weight = weight
         self._poll = poll
         self._wake = asyncio.Event()
-        self._returns: deque[SlotLease] = deque()
+        self._returns: deque[SharedSlot] = deque()
         self._returning = asyncio.Event()
         self.stalled = False
         """The last fill got a lease a waiting request did not take: wait the poll before asking again."""
@@ -103,11 +103,11 @@ class SlotPump:
 
     # -- synchronous side (the pool, the request path) ----------------------------------------------
 
-    def take(self) -> SlotLease | None:
+    def take(self) -> SharedSlot | None:
         """A ready lease for the request the pool picked; None outside `hand_out`."""
         return self.ready.pop() if self.ready else None
 
-    def give_back(self, lease: SlotLease) -> None:
+    def give_back(self, lease: SharedSlot) -> None:
         """A request ended: release its lease (through the release task, once, in order)."""
         self._returns.append(lease)
         self._returning.set()
@@ -178,7 +178,7 @@ class SlotPump:
             await self._release(self._returns.popleft())
         self.nudge()
 
-    async def _release(self, lease: SlotLease) -> None:
+    async def _release(self, lease: SharedSlot) -> None:
         self.counts.released += 1
         await self._slots.release(lease)
 

@@ -26,7 +26,7 @@ from gateway.control import algorithms
 from gateway.control.limiter import Limiter
 from gateway.control.slots import Slot
 from gateway.coordination.pump import SlotPump
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 from gateway.pool.reserve import InteractiveReserve
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
@@ -199,7 +199,7 @@ class Lease:
     __slots__ = ("backend", "background", "shared", "slot", "target")
 
     def __init__(
-        self, target: Backend, slot: Slot, background: bool = False, shared: SlotLease | None = None
+        self, target: Backend, slot: Slot, background: bool = False, shared: SharedSlot | None = None
     ) -> None:
         self.target = target
         self.slot = slot
@@ -225,18 +225,6 @@ class Pool:
         self.backends = tuple(backends)
         self.strategy: Strategy = strategy or LeastLoaded()
         self._clock = clock
-
-    def try_acquire(
-        self,
-        model: str,
-        route: RouteKey | None = None,
-        exclude: Collection[str] = (),
-        *,
-        background: bool = False,
-    ) -> Lease | None:
-        """A slot on the best backend with room for this request (none named in `exclude`), or None."""
-        got = self.pick(model, (route,), exclude=exclude, background=background)
-        return None if got is None else got[1]
 
     def pick(
         self,

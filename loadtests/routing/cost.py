@@ -1,4 +1,4 @@
-"""What one routing decision costs on the request path: `Pool.try_acquire` + release, per strategy.
+"""What one routing decision costs on the request path: `Pool.pick` + release, per strategy.
 
 Four backends with room, real limiters and backends; each decision gets a fresh routing key (so the
 prefix strategy hashes the prompt every time, as it does once per request) for a short prompt
@@ -40,7 +40,8 @@ def _pool(strategy: str) -> Pool:
 def _round(pool: Pool, bodies: list[dict[str, object]]) -> float:
     start = time.perf_counter()
     for body in bodies:
-        lease = pool.try_acquire("m", RouteKey.from_body(body))
+        got = pool.pick("m", (RouteKey.from_body(body),))
+        lease = None if got is None else got[1]
         assert lease is not None
         lease.release(None)
     return (time.perf_counter() - start) / len(bodies)

@@ -15,7 +15,7 @@ import sys
 
 from gateway.coordination.connection import connect
 from gateway.coordination.coordinator import make_owner
-from gateway.coordination.leases import RedisSlots
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
 
 

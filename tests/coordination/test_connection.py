@@ -10,7 +10,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.coordination.connection import connect
-from gateway.coordination.leases import RedisSlots
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
 from tests.redis_server import RedisServer, running_redis
 

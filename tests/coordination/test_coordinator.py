@@ -15,7 +15,7 @@ from gateway.coordination.connection import connect
 from gateway.coordination.coordinator import Coordinator
 from gateway.coordination.fallback import Mode
 from gateway.coordination.scripts import Keys
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 from tests.redis_server import RedisServer, running_redis
 
 
@@ -36,7 +36,7 @@ def coordinator(server: RedisServer, owner: str, timeout: float = 2.0) -> Coordi
     )
 
 
-async def take(c: Coordinator, n: int, limit: int = 100) -> list[SlotLease]:
+async def take(c: Coordinator, n: int, limit: int = 100) -> list[SharedSlot]:
     granted = [await c.slots.try_acquire("x", c.owner, limit) for _ in range(n)]
     return [lease for lease in granted if lease is not None]
 

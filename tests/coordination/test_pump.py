@@ -14,7 +14,7 @@ from gateway.coordination.connection import connect
 from gateway.coordination.coordinator import Coordinator
 from gateway.coordination.pump import SlotPump
 from gateway.coordination.scripts import Keys
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 from gateway.coordination.wakeups import ReleaseListener
 from tests.redis_server import RedisServer
 
@@ -25,7 +25,7 @@ class Waiting:
     def __init__(self, pump: SlotPump | None = None) -> None:
         self.pump = pump
         self.tenants: list[str] = []
-        self.served: list[SlotLease] = []
+        self.served: list[SharedSlot] = []
         self.taking = True
         self.served_elsewhere = False
 

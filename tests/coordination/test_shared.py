@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.coordination.leader import Election
-from gateway.coordination.leases import RedisSlots
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
 from gateway.coordination.shared import SharedState, decode_engine_stats, encode_engine_stats
 from gateway.types import EngineStats

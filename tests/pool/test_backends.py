@@ -12,6 +12,7 @@ from gateway.pool.backends import Backend, Pool
 from gateway.routing import RouteKey
 from gateway.types import SLA, EngineStats, Sample
 from tests.clock import FakeClock
+from tests.pool.pool_helpers import take
 
 
 def make(clock: FakeClock, name: str, limit: int, models: tuple[str, ...] = ("m",)) -> Backend:
@@ -31,13 +32,13 @@ def test_picks_the_backend_with_the_largest_free_share_and_respects_limits() -> 
     clock = FakeClock(100.0)
     a, b = make(clock, "a", 4), make(clock, "b", 2)
     pool = Pool([a, b], clock)
-    leases = [pool.try_acquire("m") for _ in range(6)]
+    leases = [take(pool, "m") for _ in range(6)]
     assert all(lease is not None for lease in leases)
     assert (a.limiter.inflight, b.limiter.inflight) == (4, 2)
-    assert pool.try_acquire("m") is None
+    assert take(pool, "m") is None
     assert pool.all_busy("m")
     leases[0].release(None)  # type: ignore[union-attr]
-    again = pool.try_acquire("m")
+    again = take(pool, "m")
     assert again is not None and again.backend == leases[0].backend  # type: ignore[union-attr]
 
 
@@ -45,9 +46,9 @@ def test_only_backends_serving_the_model_are_used() -> None:
     clock = FakeClock(100.0)
     a, b = make(clock, "a", 4, ("x",)), make(clock, "b", 4, ("y",))
     pool = Pool([a, b], clock)
-    lease = pool.try_acquire("y")
+    lease = take(pool, "y")
     assert lease is not None and lease.backend == "b"
-    assert pool.try_acquire("z") is None
+    assert take(pool, "z") is None
     assert pool.known("x") and not pool.known("z")
     assert pool.models() == ["x", "y"]
 
@@ -58,7 +59,7 @@ def test_consecutive_failures_eject_with_growing_backoff() -> None:
     pool = Pool([a], clock)
     assert not a.record_failure("refused")
     assert a.record_failure("refused")
-    assert not pool.available("m") and pool.try_acquire("m") is None
+    assert not pool.available("m") and take(pool, "m") is None
     a.mark_healthy()
     assert not a.in_rotation(clock.now)  # the backoff has not run out yet
     clock.advance(1.0)
@@ -105,18 +106,18 @@ def test_the_pool_routes_by_the_strategy_it_is_given() -> None:
     a, b = make(clock, "a", 4), make(clock, "b", 4)
     pool = Pool([a, b], clock, routing.create("prefix"))
     doc = RouteKey(prompt="d" * 2000 + "first question")
-    first = pool.try_acquire("m", doc)
+    first = take(pool, "m", doc)
     assert first is not None
     first.release(None)
     for question in ("second", "third"):
-        lease = pool.try_acquire("m", RouteKey(prompt="d" * 2000 + question))
+        lease = take(pool, "m", RouteKey(prompt="d" * 2000 + question))
         assert lease is not None and lease.backend == first.backend
         lease.release(None)
     # A failed backend is excluded on retry even though it holds the prefix.
-    other = pool.try_acquire("m", doc, exclude=[first.backend])
+    other = take(pool, "m", doc, exclude=[first.backend])
     assert other is not None and other.backend != first.backend
     # Late binding: of several requests, the one whose prefix the free backend holds.
-    held = [pool.try_acquire("m") for _ in range(4)]
+    held = [take(pool, "m") for _ in range(4)]
     free = next(x for x in held if x is not None and x.target is first.target)
     free.release(None)
     got = pool.pick("m", [RouteKey(prompt="e" * 3000), None, RouteKey(prompt="d" * 2000 + "fourth")])
@@ -141,16 +142,16 @@ def test_batch_lines_leave_the_slots_interactive_traffic_used_lately() -> None:
     clock = FakeClock(100.0)
     a = make_with_horizon(clock, 6, horizon=10.0)
     pool = Pool([a], clock)
-    interactive = [pool.try_acquire("m") for _ in range(2)]
+    interactive = [take(pool, "m") for _ in range(2)]
     for lease in interactive:
         lease.release(None)  # type: ignore[union-attr]
     clock.advance(1.0)
-    batch = [pool.try_acquire("m", background=True) for _ in range(6)]
+    batch = [take(pool, "m", background=True) for _ in range(6)]
     assert sum(lease is not None for lease in batch) == 4  # 6 less the 2 interactive ones had
     assert a.background_inflight == 4
-    assert pool.try_acquire("m") is not None  # the reserve is there for an interactive arrival
+    assert take(pool, "m") is not None  # the reserve is there for an interactive arrival
     clock.advance(11.0)  # the peak is forgotten (horizon 10 s, rolled in within 1 s); 5 held of 6
-    extra = pool.try_acquire("m", background=True)
+    extra = take(pool, "m", background=True)
     assert extra is not None and a.background_inflight == 5
     for lease in [*batch, extra]:
         if lease is not None:
@@ -162,11 +163,11 @@ def test_interactive_traffic_may_use_every_slot_batch_lines_leave() -> None:
     clock = FakeClock(100.0)
     a = make_with_horizon(clock, 3, horizon=10.0)
     pool = Pool([a], clock)
-    batch = pool.try_acquire("m", background=True)
+    batch = take(pool, "m", background=True)
     assert batch is not None
-    interactive = [pool.try_acquire("m") for _ in range(3)]
+    interactive = [take(pool, "m") for _ in range(3)]
     assert sum(lease is not None for lease in interactive) == 2  # the limit binds everyone
-    assert pool.try_acquire("m", background=True) is None
+    assert take(pool, "m", background=True) is None
 
 
 def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_holds() -> None:
@@ -176,15 +177,15 @@ def test_beside_interactive_traffic_batch_lines_stay_within_what_the_kv_cache_ho
     # 1,000 KV tokens, 80% used by 4 running sequences: 200 tokens each, so 5 fit.
     a.limiter.observe(EngineStats(at=clock(), kv_usage=0.8, running=4, kv_capacity_tokens=1000))
     assert a.limiter.kv_ceiling() == 5 and a.limiter.limit == 10
-    alone = [pool.try_acquire("m", background=True) for _ in range(10)]
+    alone = [take(pool, "m", background=True) for _ in range(10)]
     assert all(lease is not None for lease in alone)  # no interactive traffic: up to the limit
     for lease in alone:
         lease.release(None)  # type: ignore[union-attr]
-    interactive = pool.try_acquire("m")
+    interactive = take(pool, "m")
     assert interactive is not None
-    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    batch = [take(pool, "m", background=True) for _ in range(8)]
     assert sum(lease is not None for lease in batch) == 4  # the KV ceiling less the reserve of 1
-    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 5  # interactive: the limit
+    assert sum(take(pool, "m") is not None for _ in range(8)) == 5  # interactive: the limit
 
 
 def test_beside_interactive_traffic_batch_lines_fit_the_kv_cache_at_their_full_size() -> None:
@@ -194,15 +195,15 @@ def test_beside_interactive_traffic_batch_lines_fit_the_kv_cache_at_their_full_s
     # 1,000 KV tokens, half used by 4 running sequences (125 each, so 8 fit as they are now); a
     # request ends holding 250 (prompt + output), so only 4 fit once they have all grown.
     a.limiter.observe(EngineStats(at=clock(), kv_usage=0.5, running=4, kv_capacity_tokens=1000))
-    first = pool.try_acquire("m")
+    first = take(pool, "m")
     assert first is not None
     first.release(Sample(dispatched_at=clock(), e2e=1.0, prompt_tokens=150, output_tokens=100))
     assert (a.limiter.kv_ceiling(), a.limiter.whole_request_ceiling()) == (8, 4)
-    interactive = pool.try_acquire("m")
+    interactive = take(pool, "m")
     assert interactive is not None
-    batch = [pool.try_acquire("m", background=True) for _ in range(8)]
+    batch = [take(pool, "m", background=True) for _ in range(8)]
     assert sum(lease is not None for lease in batch) == 3  # 4 at full size less the reserve of 1
-    assert sum(pool.try_acquire("m") is not None for _ in range(8)) == 6  # interactive: the limit
+    assert sum(take(pool, "m") is not None for _ in range(8)) == 6  # interactive: the limit
 
 
 def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(

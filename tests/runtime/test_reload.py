@@ -13,6 +13,7 @@ from gateway.control.slots import Slot
 from gateway.routing import RouteKey
 from gateway.types import Direction, Sample
 from tests.clock import FakeClock
+from tests.pool.pool_helpers import take
 
 A = {"url": "http://127.0.0.1:9", "name": "a"}
 B = {"url": "http://127.0.0.1:10", "name": "b"}
@@ -88,7 +89,7 @@ def test_routing_changes_apply_and_a_removed_backend_is_forgotten(tmp_path: Path
         b.models = frozenset({"m"})
         b.mark_healthy()
     strategy = gw.pool.strategy
-    lease = gw.pool.try_acquire("m", RouteKey(prompt="d" * 2000))
+    lease = take(gw.pool, "m", RouteKey(prompt="d" * 2000))
     assert lease is not None and strategy.report(lease.backend, 0) is not None
     lease.release(None)
     queue = gw.queues.queue("m")

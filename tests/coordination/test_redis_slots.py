@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gateway.coordination.connection import connect
-from gateway.coordination.leases import RedisSlots
+from gateway.coordination.redis_slots import RedisSlots
 from gateway.coordination.scripts import Keys
 from gateway.coordination.shared import SharedState
 from tests.procs import ROOT

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from gateway.coordination.scripts import ACQUIRE, ACQUIRE_FAIR, RELEASE, RENEW, Keys
-from gateway.coordination.slots import SlotLease
+from gateway.coordination.shared_slots import SharedSlot
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ class RedisSlots:
         self._keys = keys or Keys()
         self._lease_ms = max(1, round(lease_seconds * 1000))
         self._seq = itertools.count(1)
-        self._held: dict[str, dict[str, SlotLease]] = {}
+        self._held: dict[str, dict[str, SharedSlot]] = {}
         self.limits: dict[str, int] = {}
         """The limit each backend's last acquire was judged against (the published one, if any)."""
         self._acquire = redis.register_script(ACQUIRE)
@@ -60,10 +60,10 @@ class RedisSlots:
     def lease_seconds(self) -> float:
         return self._lease_ms / 1000
 
-    def _new(self, backend: str, tenant: str) -> SlotLease:
-        return SlotLease(backend, f"{self.owner}#{next(self._seq)}", tenant)
+    def _new(self, backend: str, tenant: str) -> SharedSlot:
+        return SharedSlot(backend, f"{self.owner}#{next(self._seq)}", tenant)
 
-    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SlotLease | None:
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SharedSlot | None:
         lease = self._new(backend, tenant)
         granted, _held, shared_limit = await self._acquire(
             keys=self._keys.lease_keys(backend), args=[lease.id, limit, self._lease_ms, tenant]
@@ -76,7 +76,7 @@ class RedisSlots:
 
     async def try_acquire_fair(
         self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
-    ) -> SlotLease | None:
+    ) -> SharedSlot | None:
         """`try_acquire`, refused also while `tenant` holds its weighted share of the limit and
         another tenant waiting anywhere holds less than its own (ACQUIRE_FAIR); the attempt marks
         `tenant` as waiting for `waiting_seconds`."""
@@ -97,20 +97,20 @@ class RedisSlots:
         self._held.setdefault(backend, {})[lease.id] = lease
         return lease
 
-    def grant_local(self, backend: str, tenant: str) -> SlotLease:
+    def grant_local(self, backend: str, tenant: str) -> SharedSlot:
         """A lease granted without asking Redis (the fallback decided there is room); the next
         successful renewal puts it into Redis."""
         lease = self._new(backend, tenant)
         self._held.setdefault(backend, {})[lease.id] = lease
         return lease
 
-    def forget(self, lease: SlotLease) -> None:
+    def forget(self, lease: SharedSlot) -> None:
         """Stop holding `lease` here without telling Redis, where it lapses on its own."""
         held = self._held.get(lease.backend)
         if held is None or held.pop(lease.id, None) is None:
             raise RuntimeError(f"lease {lease.id} released twice or never granted here")
 
-    async def release(self, lease: SlotLease) -> None:
+    async def release(self, lease: SharedSlot) -> None:
         """Forget the lease here first, so a failed call still releases it exactly once: Redis
         drops it when it lapses, and no renewal will put it back."""
         self.forget(lease)
@@ -122,7 +122,7 @@ class RedisSlots:
     def held(self, backend: str) -> int:
         return len(self._held.get(backend, ()))
 
-    def leases(self) -> list[SlotLease]:
+    def leases(self) -> list[SharedSlot]:
         return [lease for held in self._held.values() for lease in held.values()]
 
     async def renew(self) -> Renewal:

@@ -1,0 +1,38 @@
+"""A shared slot: one request's place in a backend's in-flight count across processes, and the
+interface that grants them.
+
+`SlotBackend.try_acquire(backend, tenant, limit)` grants one while fewer than `limit` are held,
+atomically with respect to every other caller that counts against the same backend;
+`release(lease)` gives it back, exactly once. `RedisSlots` (redis_slots.py) counts across every
+process and replica that names the same Redis, each slot a lease there; `CoordinatedSlots`
+(coordinator.py) is `RedisSlots` with the local fallback when Redis cannot be reached. Without
+shared state a backend counts in this process only (gateway.control.slots).
+
+Why async: a shared count needs a round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSlot:
+    """One slot a `SlotBackend` granted, a lease in Redis. `id` is unique across processes:
+    "<owner>#<sequence>"."""
+
+    backend: str
+    id: str
+    tenant: str
+
+
+class SlotBackend(Protocol):
+    async def try_acquire(self, backend: str, tenant: str, limit: int) -> SharedSlot | None:
+        """A lease when fewer than `limit` are held for `backend`, else None. Never waits for room."""
+
+    async def release(self, lease: SharedSlot) -> None:
+        """Give `lease` back. Releasing one twice raises RuntimeError (a bug in the caller)."""
+
+    def held(self, backend: str) -> int:
+        """Leases this process holds on `backend` now."""
