@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import partial
 from typing import TYPE_CHECKING
 
 from gateway import routing
@@ -57,8 +56,6 @@ class Gateway:
             routing.create(config.routing.strategy, config.routing.max_imbalance),
         )
         self.queues = ModelQueues(self.pool, config, self.clock)
-        for backend in self.pool.backends:
-            backend.limiter.notify_capacity(partial(self.queues.wake, backend))
         self.upstream = Upstream(config.timeouts, self.clock)
         self.stopping = False
         self.coordinator = self._make_coordinator()
@@ -110,10 +107,8 @@ class Gateway:
         return Router(routes, self.config.admin, respond_error, prefixed)
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend:
-        """A backend a reload adds, its freed slots waking the queues of its models."""
-        backend = build_backend(bc, config, self.clock)
-        backend.limiter.notify_capacity(partial(self.queues.wake, backend))
-        return backend
+        """A backend a reload adds (its freed slots reach the queues through the pool's hand-off)."""
+        return build_backend(bc, config, self.clock)
 
     def _make_coordinator(self) -> Coordinator | None:
         """Shared state through Redis, when configured (the client is imported only then)."""

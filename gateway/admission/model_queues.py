@@ -1,7 +1,10 @@
 """The pool plus one admission queue per model: who gets the next free slot, and when.
 
 Queues are made on first use, since models are discovered at run time. When a backend frees a slot,
-raises its limit or comes back, only the queues of the models it serves are woken.
+raises its limit or comes back, only the queues of the models it serves are woken: a freed slot
+through the pool's hand-off, which these queues take (`Lease.release`, gateway.pool.backends), the
+rest through `wake` from whoever raised the room (the control tick in gateway.runtime.loops,
+the health check and scrape in gateway.pool.monitor).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ class ModelQueues:
         self._weights = {t.name: t.weight for t in config.tenants}
         self._timeouts = {t.name: t.queue_timeout for t in config.tenants if t.queue_timeout is not None}
         self.by_model: dict[str, AdmissionQueue[Lease]] = {}
+        pool.hand_off = self.wake
 
     def queue(self, model: str) -> AdmissionQueue[Lease]:
         q = self.by_model.get(model)

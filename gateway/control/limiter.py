@@ -26,7 +26,8 @@ Rules:
   and held a limit of 8 for 30 s.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
-- Every rise of the limit in force wakes whoever waits for capacity.
+- The limiter tells no one of a rise: whoever calls `tick`, `adopt` or `observe` hands the room to
+  the waiting requests after it (gateway.runtime.loops, gateway.pool.monitor).
 - With shared state (several processes, one backend) one limiter, the leader's, ticks: it is also
   given the other processes' finished requests (`record`) and the shared in-flight count at the
   tick; the others `adopt` the limit it publishes and tick no algorithm of their own.
@@ -70,7 +71,6 @@ class Limiter:
         window_seconds: float = 30.0,
         window_max_samples: int = 1000,
         min_samples: int = 8,
-        on_capacity: Callable[[], None] | None = None,
         control_samples: int | None = 32,
         sla: SLA | None = None,
     ) -> None:
@@ -101,7 +101,7 @@ class Limiter:
 
         self._ceiling = max_limit
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
-        self._inflight = InFlight(self._limit, self, on_capacity)
+        self._inflight = InFlight(self._limit, self)
         self._last_decision: Decision | None = None
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
@@ -109,11 +109,6 @@ class Limiter:
         self._idle_at = self._last_change_at  # the last tick at which it did not
         self._epoch_at = self._last_change_at
         self._start_epoch(self._last_change_at)
-
-    def notify_capacity(self, on_capacity: Callable[[], None]) -> None:
-        """Call `on_capacity` when a release leaves room or the limit rises: set by whoever queues
-        for this limiter once it exists (the limiter is built first, as part of its backend)."""
-        self._inflight.notify(on_capacity)
 
     def reconfigure(self, algorithm: LimitAlgorithm, *, floor: int, max_limit: int, sla: SLA) -> None:
         """A reloaded config: new bounds and algorithm, keeping the limit learned so far (clamped)."""

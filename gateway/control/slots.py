@@ -9,8 +9,6 @@ Rules:
   refuses rather than overbook, because an overbooked backend is what the limit exists to prevent.
 - The limit may drop below the count (a cut, a lower ceiling); requests in flight finish, and no new
   one is admitted until the count is below the new limit.
-- `on_capacity` is called when a release leaves room, and when the limit rises, so a queue of
-  waiting requests is woken exactly when one of them can be admitted and not otherwise.
 - `peak` is the highest count since the last `reset_peak`: whether the limit was binding between
   two control ticks, which the count at the tick alone cannot tell.
 - A slot reports what it learns (when the request was sent, a stream's progress, its first token,
@@ -22,7 +20,6 @@ Hot path: `acquire` and `Slot.release` do constant work and allocate one `Slot` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -46,12 +43,11 @@ class SlotEvents(Protocol):
 class InFlight:
     """Requests in flight on one backend, against the limit in force."""
 
-    __slots__ = ("_count", "_events", "_limit", "_on_capacity", "_peak")
+    __slots__ = ("_count", "_events", "_limit", "_peak")
 
-    def __init__(self, limit: int, events: SlotEvents, on_capacity: Callable[[], None] | None = None) -> None:
+    def __init__(self, limit: int, events: SlotEvents) -> None:
         self._limit = limit
         self._events = events
-        self._on_capacity = on_capacity
         self._count = 0
         self._peak = 0
 
@@ -82,19 +78,10 @@ class InFlight:
     def release(self) -> None:
         """One request ended. Called by `Slot.release` only, which guarantees once per slot."""
         self._count -= 1
-        if self._on_capacity is not None and self._count < self._limit:
-            self._on_capacity()
-
-    def notify(self, on_capacity: Callable[[], None]) -> None:
-        """Call `on_capacity` from now on when a release leaves room or the limit rises."""
-        self._on_capacity = on_capacity
 
     def set_limit(self, limit: int) -> None:
-        """Apply a new limit; a rise wakes whoever waits for capacity."""
-        before = self._limit
+        """Apply a new limit; whoever raised it tells the waiters (gateway.runtime.loops)."""
         self._limit = limit
-        if limit > before and self._on_capacity is not None:
-            self._on_capacity()
 
     def reset_peak(self) -> None:
         self._peak = self._count

@@ -14,12 +14,17 @@ backend with room takes which request. A backend's cache epoch moves when it is 
 restart, which tells the prefix index that its cache is gone.
 
 Batch lines take only the room the interactive reserve leaves them (gateway.pool.reserve).
+
+The hand-off: a request's `Lease` is its one hold on a backend, and `Lease.release` is the one
+place a freed slot goes to the next waiter: it gives back the limiter's slot (and the shared one),
+then calls the pool's `hand_off`, which the admission queues set (gateway.admission.model_queues),
+and which may dispatch the next request in that same call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from gateway.config import BackendConfig, GatewayConfig, HealthConfig
 from gateway.control import algorithms
@@ -100,7 +105,7 @@ class Backend:
         every process (Redis refused the last lease asked for)."""
         return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
 
-    def lease(self, *, background: bool) -> Lease:
+    def lease(self, *, background: bool, hand_off: Callable[[Backend], None]) -> Lease:
         slot = self.limiter.acquire()
         shared = None
         if self.pump is not None:
@@ -108,7 +113,7 @@ class Backend:
             if shared is None:
                 slot.release(None)
                 raise RuntimeError(f"no shared slot ready on {self.name}")
-        lease = Lease(self, slot, background, shared)
+        lease = Lease(self, slot, hand_off, background, shared)
         if background:
             self.background_inflight += 1
         else:
@@ -178,8 +183,7 @@ class Backend:
 
 
 def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Backend:
-    """A backend and its limiter as `config` sets them up; whoever queues for it wires
-    `limiter.notify_capacity` next."""
+    """A backend and its limiter as `config` sets them up."""
     controller = config.controller
     limiter = Limiter(
         algorithms.create(controller.algorithm, controller.params, config.sla),
@@ -196,34 +200,51 @@ def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Bac
 class Lease:
     """One dispatched request's hold on a backend slot. Released exactly once."""
 
-    __slots__ = ("backend", "background", "shared", "slot", "target")
+    __slots__ = ("_hand_off", "backend", "background", "shared", "slot", "target")
 
     def __init__(
-        self, target: Backend, slot: Slot, background: bool = False, shared: SharedSlot | None = None
+        self,
+        target: Backend,
+        slot: Slot,
+        hand_off: Callable[[Backend], None],
+        background: bool = False,
+        shared: SharedSlot | None = None,
     ) -> None:
         self.target = target
         self.slot = slot
+        self._hand_off = hand_off
         self.backend = target.name
         self.background = background
         self.shared = shared
         """The slot's lease in Redis, with shared state; released with the slot."""
 
     def release(self, sample: Sample | None) -> None:
+        """Give the slot back, recording `sample` if the request finished well, then hand the room
+        to the next waiter (the pool's `hand_off`), in this call."""
         shared, self.shared = self.shared, None  # given back once, even if called twice (a bug)
         if self.background:
             self.target.background_inflight -= 1
         try:
             self.slot.release(sample)
-        finally:
+        finally:  # the count went down even if recording the sample failed: the room is real
             pump = self.target.pump
             if shared is not None and pump is not None:
                 pump.give_back(shared)
+            if self.target.limiter.has_room():
+                self._hand_off(self.target)
+
+
+def _nobody_waits(backend: Backend) -> None:
+    """The hand-off of a pool that no queue takes slots from."""
 
 
 class Pool:
     def __init__(self, backends: Iterable[Backend], clock: Clock, strategy: Strategy | None = None) -> None:
         self.backends = tuple(backends)
         self.strategy: Strategy = strategy or LeastLoaded()
+        self.hand_off: Callable[[Backend], None] = _nobody_waits
+        """Where a slot freed on a backend goes: the waiters for its models (set by the admission
+        queues). Called by `Lease.release` while the backend has room."""
         self._clock = clock
 
     def pick(
@@ -266,7 +287,7 @@ class Pool:
         if choice is None:
             return None
         target = serving[choice.backend]
-        lease = target.lease(background=background)
+        lease = target.lease(background=background, hand_off=self.hand_off)
         self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
         return choice.request, lease
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from limiter_helpers import Counter, Progress
+from limiter_helpers import Progress
 
 from gateway.control.algorithms import create
 from gateway.control.limiter import QUIET, Limiter
@@ -16,12 +16,11 @@ TTFT_1S = SLA(ttft_p90=1.0)
 
 def limiter(
     name: str = "aimd", params: dict[str, object] | None = None, **kw: object
-) -> tuple[Limiter, FakeClock, Counter]:
+) -> tuple[Limiter, FakeClock]:
     clock = FakeClock(100.0)
-    wake = Counter()
     algo = create(name, params or {}, TTFT_1S)
-    lim = Limiter(algo, clock=clock, on_capacity=wake, **kw)  # type: ignore[arg-type]
-    return lim, clock, wake
+    lim = Limiter(algo, clock=clock, **kw)  # type: ignore[arg-type]
+    return lim, clock
 
 
 def fill(lim: Limiter) -> list[Slot]:
@@ -62,7 +61,7 @@ class Recorder:
 
 
 def test_acquire_until_full_then_refuse() -> None:
-    lim, _, _ = limiter()
+    lim, _ = limiter()
     assert lim.limit == 8 and lim.floor == 1 and lim.ceiling == 256
     slots = fill(lim)
     assert lim.inflight == 8 and not lim.has_room()
@@ -72,21 +71,20 @@ def test_acquire_until_full_then_refuse() -> None:
     assert lim.has_room() and lim.inflight == 7
 
 
-def test_tick_raises_limit_when_binding_and_fast_and_wakes() -> None:
-    lim, clock, wake = limiter()
+def test_tick_raises_limit_when_binding_and_fast() -> None:
+    lim, clock = limiter()
     busy(lim)
     slots = fill(lim)
     finish(slots, clock, ttft=0.85)
-    wake.calls = 0
     d = lim.tick(queued=4)
     assert (d.direction, d.reason, d.limit) == (Direction.UP, "headroom", 9)
     assert lim.limit == 9 and lim.last_change_at == clock.now
-    assert wake.calls == 1
+    assert lim.has_room()
     assert lim.last_decision is d
 
 
 def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
-    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    lim, clock = limiter("aimd", {"backoff": 0.5}, min_samples=8)
     busy(lim)
     slots = fill(lim)
     finish(slots[:2], clock, ttft=3.0)
@@ -107,7 +105,7 @@ def test_tick_holds_without_enough_samples_then_epoch_restarts() -> None:
 def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
     # Eight requests sent together into a limit that held nothing back for QUIET seconds start
     # together and prefill together: their latency describes the burst, not the limit of 8.
-    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    lim, clock = limiter("aimd", {"backoff": 0.5}, min_samples=8)
     clock.now += QUIET + 1
     assert lim.tick(queued=0).limit == 8  # nothing in flight
     burst_at = clock.now
@@ -129,7 +127,7 @@ def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
 
 def test_the_bursts_first_tokens_that_came_before_the_tick_are_not_its_evidence() -> None:
     # Short prompts: the burst's first tokens arrive before the tick that sees the limit full.
-    lim, clock, _ = limiter("aimd", {"backoff": 0.5}, min_samples=8)
+    lim, clock = limiter("aimd", {"backoff": 0.5}, min_samples=8)
     burst_at = clock.now
     slots = fill(lim)
     clock.now += 3.0
@@ -144,7 +142,7 @@ def test_the_bursts_first_tokens_that_came_before_the_tick_are_not_its_evidence(
 
 
 def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
-    lim, clock, _ = limiter("aimd", min_samples=8)
+    lim, clock = limiter("aimd", min_samples=8)
     slots = fill(lim)
     clock.now += 1
     lim.tick(queued=3)  # the first time it fills: a new epoch
@@ -165,7 +163,7 @@ def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
 
 
 def test_peak_inflight_resets_each_tick() -> None:
-    lim, clock, _ = limiter(min_samples=1)
+    lim, clock = limiter(min_samples=1)
     busy(lim)
     slots = fill(lim)
     finish(slots, clock, ttft=0.7)
@@ -176,7 +174,7 @@ def test_peak_inflight_resets_each_tick() -> None:
 
 
 def test_preemption_counter_delta() -> None:
-    lim, clock, _ = limiter(min_samples=1)
+    lim, clock = limiter(min_samples=1)
     lim.observe(EngineStats(at=clock.now, preemptions_total=40))
     slots = fill(lim)
     finish(slots, clock, ttft=0.1)
@@ -192,7 +190,7 @@ def test_preemption_counter_delta() -> None:
 
 
 def test_backend_histogram_fills_missing_ttft() -> None:
-    lim, clock, _ = limiter(min_samples=1)
+    lim, clock = limiter(min_samples=1)
     slot = lim.acquire()
     clock.now += 2
     slot.release(Sample(dispatched_at=clock.now - 2.0, e2e=2.0))  # non-streaming
@@ -202,7 +200,7 @@ def test_backend_histogram_fills_missing_ttft() -> None:
 
 
 def test_kv_ceiling_arithmetic_then_measured_footprint() -> None:
-    lim, clock, _ = limiter(min_samples=1)
+    lim, clock = limiter(min_samples=1)
     lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=8192))
     assert lim.ceiling == 256  # capacity known, footprint not yet
     lim.acquire().release(
@@ -216,7 +214,7 @@ def test_kv_ceiling_arithmetic_then_measured_footprint() -> None:
 
 
 def test_ceiling_drop_lowers_limit_at_once_and_never_below_floor() -> None:
-    lim, clock, _ = limiter(params={"initial": 20}, floor=2, min_samples=1)
+    lim, clock = limiter(params={"initial": 20}, floor=2, min_samples=1)
     assert lim.limit == 20
     lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000, kv_usage=1.0, running=1))
     assert lim.ceiling == 2 and lim.limit == 2  # 1000 tokens per sequence: 1 fits; floor 2
@@ -226,7 +224,7 @@ def test_ceiling_drop_lowers_limit_at_once_and_never_below_floor() -> None:
 
 
 def test_fixed_ignores_kv_ceiling() -> None:
-    lim, clock, _ = limiter("fixed", {"limit": 24})
+    lim, clock = limiter("fixed", {"limit": 24})
     lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=8192, kv_usage=1.0, running=16))
     assert lim.limit == 24 and lim.ceiling == 256
 
@@ -234,7 +232,7 @@ def test_fixed_ignores_kv_ceiling() -> None:
 def test_state_is_json_ready() -> None:
     import json
 
-    lim, clock, _ = limiter(min_samples=1)
+    lim, clock = limiter(min_samples=1)
     lim.observe(EngineStats(at=clock.now, kv_usage=0.4, waiting=0, running=3))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2, tpot=0.01))
     lim.tick(queued=0)
@@ -246,7 +244,7 @@ def test_state_is_json_ready() -> None:
 
 
 def test_state_shows_requests_in_flight_that_the_engine_does_not_count() -> None:
-    lim, clock, _ = limiter()
+    lim, clock = limiter()
     slots = [lim.acquire() for _ in range(5)]
     lim.observe(EngineStats(at=clock.now, waiting=1, running=2))
     assert lim.state()["outside_engine"] == 2  # 5 in flight, vLLM counts 3
@@ -322,23 +320,22 @@ def test_random_sequences_keep_invariants(
     assert lim.inflight == 0
 
 
-def test_no_wake_when_a_release_leaves_no_room() -> None:
-    lim, clock, wake = limiter("aimd", {"backoff": 0.5}, min_samples=1)
+def test_no_room_until_releases_bring_the_count_under_a_cut() -> None:
+    lim, clock = limiter("aimd", {"backoff": 0.5}, min_samples=1)
     busy(lim)
     slots = fill(lim)
     finish(slots[:1], clock, ttft=5.0)
     lim.tick(queued=3)  # 8 -> 4 while 7 are still in flight
     assert lim.limit == 4 and lim.inflight == 7
-    wake.calls = 0
     for s in slots[1:4]:
         s.release(None)
-    assert wake.calls == 0 and lim.inflight == 4
+    assert not lim.has_room() and lim.inflight == 4
     slots[4].release(None)
-    assert wake.calls == 1 and lim.has_room()
+    assert lim.has_room()
 
 
 def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
-    lim, clock, _ = limiter(min_samples=1, control_samples=4)
+    lim, clock = limiter(min_samples=1, control_samples=4)
     for ttft in (5.0, 5.0, 5.0, 5.0, 0.1, 0.1, 0.1, 0.1):
         lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=ttft))
     assert lim.p90()["ttft"] == 5.0
@@ -347,7 +344,7 @@ def test_control_uses_newest_samples_but_state_reports_the_window() -> None:
 
 
 def test_requests_overdue_for_their_first_token_count_before_any_token_arrives() -> None:
-    lim, clock, _ = limiter(sla=SLA(ttft_p90=1.0), min_samples=2)
+    lim, clock = limiter(sla=SLA(ttft_p90=1.0), min_samples=2)
     busy(lim)
     slots = [lim.acquire() for _ in range(4)]
     for slot in slots:
@@ -524,7 +521,7 @@ def test_the_backends_own_count_of_its_output_stands_for_whole_answers_when_only
 
 
 def test_state_shows_the_tokens_a_stream_event_carries() -> None:
-    lim, clock, _ = limiter()
+    lim, clock = limiter()
     assert lim.state()["tokens_per_event"] is None  # no stream has finished
     slot = lim.acquire()
     slot.sent(clock.now, Progress(first_at=clock.now, last_at=clock.now + 1.0, events=40))
@@ -533,7 +530,7 @@ def test_state_shows_the_tokens_a_stream_event_carries() -> None:
 
 
 def test_other_processes_samples_and_shared_inflight_decide_the_leaders_tick() -> None:
-    lim, clock, _ = limiter(min_samples=4)
+    lim, clock = limiter(min_samples=4)
     lim.tick(queued=0, shared_inflight=8)  # the first time the backend is full: a new epoch
     clock.now += 1
     for _ in range(8):  # finished elsewhere: this process served none of them
@@ -548,14 +545,13 @@ def test_other_processes_samples_and_shared_inflight_decide_the_leaders_tick() -
 
 
 def test_a_follower_adopts_the_leaders_limit_within_its_bounds() -> None:
-    lim, clock, wake = limiter(max_limit=20)
+    lim, clock = limiter(max_limit=20)
     samples = [Sample(dispatched_at=clock.now, e2e=0.5)]
     lim.on_sample = samples.append
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.2))
     assert len(samples) == 2  # each finished request is handed on for the leader
-    wake.calls = 0
     lim.adopt(12)
-    assert lim.limit == 12 and wake.calls == 1 and lim.last_change_at == clock.now
+    assert lim.limit == 12 and lim.has_room() and lim.last_change_at == clock.now
     lim.adopt(500)
     assert lim.limit == 20
     lim.adopt(0)

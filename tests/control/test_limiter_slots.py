@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from limiter_helpers import Counter, Progress
+from limiter_helpers import Progress
 
 from gateway.control.slots import InFlight, Slot
 from gateway.types import Sample, StreamProgress
@@ -23,13 +23,13 @@ class Events:
         self.log.append(("finished", slot, sample))
 
 
-def inflight(limit: int = 8) -> tuple[InFlight, Events, Counter]:
-    events, wake = Events(), Counter()
-    return InFlight(limit, events, wake), events, wake
+def inflight(limit: int = 8) -> tuple[InFlight, Events]:
+    events = Events()
+    return InFlight(limit, events), events
 
 
 def test_acquire_until_full_then_refuse() -> None:
-    slots, _, _ = inflight(8)
+    slots, _ = inflight(8)
     held = [slots.acquire() for _ in range(8)]
     assert slots.count == 8 and slots.peak == 8 and not slots.has_room()
     with pytest.raises(RuntimeError, match="no room"):
@@ -38,40 +38,32 @@ def test_acquire_until_full_then_refuse() -> None:
     assert slots.has_room() and slots.count == 7
 
 
-def test_release_exactly_once_and_wakes_the_queue() -> None:
-    slots, events, wake = inflight()
+def test_release_exactly_once() -> None:
+    slots, events = inflight()
     slot = slots.acquire()
     slot.release(None)
-    assert wake.calls == 1 and slot.released
+    assert slot.released
     with pytest.raises(RuntimeError, match="twice"):
         slot.release(None)
-    assert slots.count == 0 and wake.calls == 1
+    assert slots.count == 0
     assert events.log == [("finished", slot, None)]
 
 
-def test_no_wake_when_a_release_leaves_no_room() -> None:
-    slots, _, wake = inflight(8)
+def test_a_cut_below_the_count_leaves_no_room_until_enough_releases() -> None:
+    slots, _ = inflight(8)
     held = [slots.acquire() for _ in range(7)]
     slots.set_limit(4)  # a cut while 7 are in flight
-    assert wake.calls == 0
     for s in held[:3]:
         s.release(None)
-    assert wake.calls == 0 and slots.count == 4
+    assert not slots.has_room() and slots.count == 4
     held[3].release(None)
-    assert wake.calls == 1 and slots.has_room()
-
-
-def test_a_rise_of_the_limit_wakes_and_a_cut_does_not() -> None:
-    slots, _, wake = inflight(4)
-    slots.set_limit(4)
-    slots.set_limit(2)
-    assert wake.calls == 0
+    assert slots.has_room()
     slots.set_limit(6)
-    assert wake.calls == 1 and slots.limit == 6
+    assert slots.limit == 6 and slots.count == 3
 
 
 def test_peak_is_the_highest_count_since_the_reset() -> None:
-    slots, _, _ = inflight(8)
+    slots, _ = inflight(8)
     held = [slots.acquire() for _ in range(5)]
     for s in held[:4]:
         s.release(None)
@@ -81,7 +73,7 @@ def test_peak_is_the_highest_count_since_the_reset() -> None:
 
 
 def test_a_slot_reports_its_stream_first_token_and_end_then_nothing() -> None:
-    slots, events, _ = inflight()
+    slots, events = inflight()
     slot = slots.acquire()
     slot.sent(100.0, Progress())
     slot.first_token(100.0, 0.3)
@@ -98,7 +90,7 @@ def test_a_slot_reports_its_stream_first_token_and_end_then_nothing() -> None:
 
 
 def test_a_sample_keeps_its_ttft_when_no_first_token_was_reported() -> None:
-    slots, events, _ = inflight()
+    slots, events = inflight()
     slot = slots.acquire()
     sample = Sample(dispatched_at=100.0, e2e=2.0, ttft=0.3)
     slot.release(sample)
@@ -110,9 +102,8 @@ def test_the_count_goes_down_even_if_recording_the_end_fails() -> None:
         def finished(self, slot: Slot, sample: Sample | None) -> None:
             raise ValueError("broken receiver")
 
-    wake = Counter()
-    slots = InFlight(1, Failing(), wake)
+    slots = InFlight(1, Failing())
     slot = slots.acquire()
     with pytest.raises(ValueError, match="broken receiver"):
         slot.release(None)
-    assert slot.released and slots.count == 0 and wake.calls == 1
+    assert slot.released and slots.count == 0 and slots.has_room()

@@ -223,3 +223,58 @@ def test_the_last_backend_of_a_model_is_kept_when_ejecting_is_not_allowed(
         assert b.record_failure("refused")  # ejections are logged with their cause
     assert "backend b out of rotation for 1.0 s after 2 consecutive failures; last: refused" in caplog.text
     assert pool.last_in_rotation(a)
+
+
+class HandOffs:
+    """The pool's hand-off as the admission queues take it: which backend offered a freed slot."""
+
+    def __init__(self) -> None:
+        self.offered: list[str] = []
+
+    def __call__(self, backend: Backend) -> None:
+        self.offered.append(backend.name)
+
+
+def test_a_released_lease_hands_its_slot_to_the_waiters_once() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 2)
+    pool = Pool([a], clock)
+    pool.hand_off = hand_offs = HandOffs()
+    lease = take(pool, "m")
+    assert lease is not None and hand_offs.offered == []
+    lease.release(None)
+    assert hand_offs.offered == ["a"] and a.limiter.inflight == 0
+    with pytest.raises(RuntimeError, match="twice"):
+        lease.release(None)
+    assert a.limiter.inflight == 0
+
+
+def test_no_hand_off_while_releases_leave_the_count_over_a_cut() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 8)
+    pool = Pool([a], clock)
+    pool.hand_off = hand_offs = HandOffs()
+    held = [take(pool, "m") for _ in range(7)]
+    a.limiter.adopt(4)  # a cut while 7 are in flight
+    for lease in held[:3]:
+        lease.release(None)  # type: ignore[union-attr]
+    assert hand_offs.offered == [] and a.limiter.inflight == 4
+    held[3].release(None)  # type: ignore[union-attr]
+    assert hand_offs.offered == ["a"]
+
+
+def test_a_slot_is_handed_off_even_when_recording_its_request_fails() -> None:
+    clock = FakeClock(100.0)
+    a = make(clock, "a", 1)
+    pool = Pool([a], clock)
+    pool.hand_off = hand_offs = HandOffs()
+    lease = take(pool, "m")
+    assert lease is not None
+
+    def broken(sample: Sample) -> None:
+        raise ValueError("broken receiver")
+
+    a.limiter.on_sample = broken
+    with pytest.raises(ValueError, match="broken receiver"):
+        lease.release(Sample(dispatched_at=clock.now, e2e=1.0))
+    assert hand_offs.offered == ["a"] and a.limiter.has_room()

@@ -26,6 +26,7 @@ from gateway.proxy.forwarder import Forwarder, Outbound, Outcome
 from gateway.proxy.upstream import Upstream
 from gateway.types import SLA, Message
 from tests.clock import FakeClock
+from tests.pool.pool_helpers import take
 from tests.recording_backend import recording_backend
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1}'
@@ -64,15 +65,11 @@ def refusing() -> Iterator[ThreadingHTTPServer]:
         server.server_close()
 
 
-def backend(name: str, url: str, clock: FakeClock, woken: list[ModelQueues]) -> Backend:
-    """A backend with one slot whose freeing wakes the queues in `woken`, as the gateway wires it."""
+def backend(name: str, url: str, clock: FakeClock) -> Backend:
+    """A backend with one slot (the queues take its freed slot through the pool's hand-off)."""
     algorithm = algorithms.create("fixed", {"limit": 1}, SLA(ttft_p90=1.0))
-    ref: list[Backend] = []
-    limiter = Limiter(
-        algorithm, clock=clock, floor=1, max_limit=4, on_capacity=lambda: [q.wake(ref[0]) for q in woken]
-    )
+    limiter = Limiter(algorithm, clock=clock, floor=1, max_limit=4)
     b = Backend(BackendConfig(url=url, name=name, models=("m",)), limiter, HealthConfig(), clock)
-    ref.append(b)
     b.mark_healthy()
     return b
 
@@ -82,12 +79,10 @@ async def test_a_failed_request_is_retried_through_the_queue_behind_those_waitin
 ) -> None:
     clock = FakeClock(100.0)
     with recording_backend() as answering:
-        woken: list[ModelQueues] = []
-        a = backend("a", f"http://127.0.0.1:{refusing.server_port}", clock, woken)
-        b = backend("b", f"http://127.0.0.1:{answering.server_port}", clock, woken)
+        a = backend("a", f"http://127.0.0.1:{refusing.server_port}", clock)
+        b = backend("b", f"http://127.0.0.1:{answering.server_port}", clock)
         pool = Pool([a, b], clock)
         queues = ModelQueues(pool, parse_config({"backends": [a.url, b.url]}), clock)
-        woken.append(queues)
         upstream = Upstream(TimeoutConfig(), clock)
         await upstream.start()
         forwarder = Forwarder(queues, upstream, Telemetry(Metrics()), clock, retries=1)
@@ -97,7 +92,7 @@ async def test_a_failed_request_is_retried_through_the_queue_behind_those_waitin
             sent.append(message)
 
         try:
-            held = pool.try_acquire("m", exclude=["a"])  # b is busy
+            held = take(pool, "m", exclude=["a"])  # b is busy
             assert held is not None and held.backend == "b"
             outcome = Outcome()
             out = Outbound("m", "/v1/chat/completions", BODY, {}, False, Ticket("t"), clock())
@@ -123,7 +118,7 @@ async def test_a_retry_that_only_the_failed_backend_could_take_is_answered_503_n
     refusing: ThreadingHTTPServer,
 ) -> None:
     clock = FakeClock(100.0)
-    a = backend("a", f"http://127.0.0.1:{refusing.server_port}", clock, [])
+    a = backend("a", f"http://127.0.0.1:{refusing.server_port}", clock)
     pool = Pool([a], clock)
     queues = ModelQueues(pool, parse_config({"backends": [a.url]}), clock)
     upstream = Upstream(TimeoutConfig(), clock)
