@@ -35,7 +35,9 @@ OVERRIDDEN = {
 }
 
 # Attributes of a live protocol the listener reads or writes.
-PROTOCOL_ATTRIBUTES = ("transport", "cycle", "loop", "flow", "client", "scope")
+PROTOCOL_ATTRIBUTES = ("transport", "cycle", "loop", "flow", "client", "scope", "parser", "headers")
+# Set to None so that uvicorn never hands the transport to another protocol.
+HAND_OVER_ATTRIBUTE = "ws_protocol_class"
 CYCLE_ATTRIBUTES = ("response_started", "response_complete", "disconnected", "message_event")
 
 
@@ -69,6 +71,7 @@ async def test_a_live_protocol_has_the_attributes_the_listener_reads() -> None:
     source = inspect.getsource(HttpToolsProtocol)
     missing = [a for a in missing if f"self.{a} =" not in source and f"self.{a}:" not in source]
     assert missing == []
+    assert f"self.{HAND_OVER_ATTRIBUTE}" in source and "self.parser.should_upgrade()" in source
     cycle_source = inspect.getsource(RequestResponseCycle)
     assert [a for a in CYCLE_ATTRIBUTES if f"self.{a}" not in cycle_source] == []
 
