@@ -1,7 +1,7 @@
 """The `batch` section of the config: where the Files and Batches API keeps its state, and its limits.
 
-Kept apart from config.py so that section's parser stays small; config.py calls `parse_batch` with
-its own reader, which collects every problem with its dotted path.
+One module a section, like the others: root.py calls `parse_batch` with the shared reader, which
+collects every problem with its dotted path.
 """
 
 from __future__ import annotations
