@@ -10,12 +10,12 @@ and its parser; `root` puts them together.
 from gateway.config.backends import MAX_CONCURRENCY, BackendConfig
 from gateway.config.control import DEFAULT_SLA, ControllerConfig, QueueConfig
 from gateway.config.errors import ConfigError
-from gateway.config.files import load_config, read_mapping
 from gateway.config.root import GatewayConfig, parse_config
 from gateway.config.routing import RoutingConfig
 from gateway.config.state import StateConfig
 from gateway.config.tenants import MAX_PRIORITY, MIN_PRIORITY, TenantConfig
 from gateway.config.upstream import CREDENTIAL_HEADERS, HeaderConfig, HealthConfig, TimeoutConfig
+from gateway.config.yaml_file import load_config, read_mapping
 
 __all__ = [
     "CREDENTIAL_HEADERS",

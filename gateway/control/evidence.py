@@ -25,7 +25,7 @@ Three sources, merged at each control tick:
 
 The cohort (`cohort`): the e2e of the epoch's requests in the order they were sent, infinite for
 those in flight. The values finished so far are a biased sample of a limit's latency, the short
-answers first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.evidence
+answers first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.verdicts
 reads their P90 with the unfinished ones as the slowest).
 
 k is the output tokens an event carries. vLLM sends one event per token until its front end falls

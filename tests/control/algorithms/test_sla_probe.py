@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from limits_helpers import ObsFactory
 
-from gateway.control.algorithms.sla.batch import BatchSince
+from gateway.control.algorithms.sla.engine_batch import BatchSince
 from gateway.control.algorithms.sla.ledger import Ledger
 from gateway.control.algorithms.sla.params import SLAParams
 from gateway.control.algorithms.sla.probe import Probes

@@ -20,7 +20,7 @@ K - L) as in sla.steps, parameters in sla.params):
                                                      hold                   insufficient_samples
     r > 1 otherwise         L <- where r = 1 from the peak in flight: the secant through a lower
                             limit measured lately (not once L held `max_probe_wait`, nor one that
-                            implies a change of the backend below K), else L / r (sla_steps.cut)
+                            implies a change of the backend below K), else L / r (sla.steps.cut)
                                                                                        p90_over_target
     r <= 1, binding, since a restart from L' (the limit before it), L < min(L', W)
                                                      L <- min(2 L, L', W)   probe
@@ -38,9 +38,9 @@ K - L) as in sla.steps, parameters in sla.params):
                                           L <- L + max(1, min(room, max(s, p L))) < knee       probe
     otherwise                                        hold                   steady
 room: the rise that brings r to u, with P90 growing as sqrt(L) up to K and as L past it (sla_steps).
-Growth reads r on evidence (sla.evidence.growth_evidence) and stops at J =
+Growth reads r on evidence (sla.verdicts.growth_evidence) and stops at J =
 min(`judged_past_kv` x min(K, W), B) + the requests in flight at L that the engine does not hold,
-B the most requests the engine ran where it also queued some (sla_steps.full_batch); a raise
+B the most requests the engine ran where it also queued some (sla.steps.full_batch); a raise
 from J on, or to a limit measured lately where less than `min_met` of the output met every target,
 is judged as a throughput probe is, on goodput, and s is twice the last one after one that gained
 at least half in proportion (sla.probe's slow start), else 0. Goodput: the rate
@@ -115,7 +115,7 @@ Why each rule:
   the last raise) landed outside the engine and the rate did not rise, raising further only
   lengthens that queue, so growth stops; a front end that holds requests on their way in (the gap
   grows, and so does the rate) or stalled and recovered (the gap is back now) does not stop it.
-- Evidence (sla.evidence says why): a cut needs the values behind the P90 to show it
+- Evidence (sla.verdicts says why): a cut needs the values behind the P90 to show it
   over target, else the limit holds; growth needs every P90 on `min_samples` values, or whole
   answers' e2e P90 well under target on the requests sent first, those in flight read as the slowest.
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
@@ -128,14 +128,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.control.algorithms.base import clamp, decide, is_binding, worst_ratio
-from gateway.control.algorithms.sla.batch import BatchSince
-from gateway.control.algorithms.sla.evidence import (
-    evident,
-    growth_evidence,
-    hidden,
-    over_target,
-    readings,
-)
+from gateway.control.algorithms.sla.engine_batch import BatchSince
 from gateway.control.algorithms.sla.floor import ProvenFloor, along_the_limit
 from gateway.control.algorithms.sla.goodput import judged_raise, lower_for_goodput
 from gateway.control.algorithms.sla.ledger import Ledger
@@ -143,6 +136,13 @@ from gateway.control.algorithms.sla.params import SLAParams
 from gateway.control.algorithms.sla.probe import Probes
 from gateway.control.algorithms.sla.settling import Settling
 from gateway.control.algorithms.sla.steps import cut, full_batch, growth, judged_from
+from gateway.control.algorithms.sla.verdicts import (
+    evident,
+    growth_evidence,
+    hidden,
+    over_target,
+    readings,
+)
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 

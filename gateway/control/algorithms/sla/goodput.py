@@ -36,11 +36,11 @@ Pure: the caller passes each observation, with its time.
 from __future__ import annotations
 
 from gateway.control.algorithms.base import decide
-from gateway.control.algorithms.sla.evidence import compare
 from gateway.control.algorithms.sla.ledger import Entry, Ledger
 from gateway.control.algorithms.sla.params import SLAParams
 from gateway.control.algorithms.sla.probe import Probes
 from gateway.control.algorithms.sla.steps import step_size
+from gateway.control.algorithms.sla.verdicts import compare
 from gateway.types import Decision, Observation
 
 

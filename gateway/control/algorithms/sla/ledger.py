@@ -95,7 +95,7 @@ class Entry:
     ratio: float | None = None
     """Worst P90 / target measured at this limit (None before any P90)."""
     readings: dict[Signal, Reading] = field(default_factory=dict)
-    """Each signal's newest P90 read here on evidence (sla.evidence.readings)."""
+    """Each signal's newest P90 read here on evidence (sla.verdicts.readings)."""
 
     @property
     def rate(self) -> float:

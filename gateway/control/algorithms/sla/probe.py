@@ -8,7 +8,7 @@ throughput climb. "within" and "down" compare goodput (the rate times the share 
 met every target, sla.ledger), the others the rate. Each tick while one is being
 measured, in order (g = `min_gain`, z = `noise_z`, h = `hidden_share`):
 
-    the engine ran no more requests at L than at S (sla.batch), not down
+    the engine ran no more requests at L than at S (sla.engine_batch), not down
                                                                                 back to S  no_gain
     L's rate not yet on `probe_dwell` seconds measured since its requests turned over  hold  probing
     down, batch: S's goodput (rate for batch) over (1 + g) x L's by more than z x both counts'
@@ -30,7 +30,7 @@ Throughput climb (SLA infeasible), with B the limit that delivered most over `pr
     (sla.ledger), the wait after a probe undone over (`to_batch`, within target too)
                      L <- L - floor(W), a step to the "batch"                   probe
     a probe due      L <- L + max(s, q L), or straight to K when K is above that and no limit as
-                     high was measured lately (sla_steps.probe_up)              probe
+                     high was measured lately (sla.steps.probe_up)              probe
     otherwise        hold                                                       steady
 where s is twice the last step after one that gained at least half in proportion, else 0; a raise
 within target takes s too (`slow_start`, sla.steps.growth). A jump sets no s.
@@ -58,7 +58,7 @@ Why each rule:
   the engine's count shows in two ticks where the rate needs a turnover and a dwell. The gateway's
   in-flight count minus vLLM's running + waiting is the queue the engine cannot see (a busy front
   end): a raise that landed there without a higher rate only lengthens it
-  (sla.evidence.held_outside).
+  (sla.verdicts.held_outside).
 - Down: a step down that delivered as much goodput has fewer misses for it, so only a clear loss
   takes it back; the batch and the front end's queue only say whether a raise was taken up.
 - Batch: requests waiting in the engine's queue add nothing to the batch it runs, so nearly nothing
@@ -78,13 +78,13 @@ import math
 from typing import Literal
 
 from gateway.control.algorithms.base import decide
-from gateway.control.algorithms.sla.batch import BatchSince
-from gateway.control.algorithms.sla.evidence import compare, gains, held_outside, hidden, probe_kept
+from gateway.control.algorithms.sla.engine_batch import BatchSince
 from gateway.control.algorithms.sla.ledger import Entry, Ledger
 from gateway.control.algorithms.sla.pacing import ProbePacing
 from gateway.control.algorithms.sla.params import SLAParams
 from gateway.control.algorithms.sla.settling import Settling
 from gateway.control.algorithms.sla.steps import probe_up
+from gateway.control.algorithms.sla.verdicts import compare, gains, held_outside, hidden, probe_kept
 from gateway.types import Decision, Observation
 
 
@@ -219,7 +219,7 @@ class Probes:
 
     def gains(self, a: Entry, b: Entry | None, *, good: bool) -> bool:
         """Whether `a` delivered clearly more than `b`, in goodput if `good`
-        (sla.evidence.gains)."""
+        (sla.verdicts.gains)."""
         return b is not None and gains(a, b, self._p.min_gain, self._p.noise_z, good=good)
 
     def _up(self, obs: Observation, start: int) -> tuple[int, bool]:

@@ -19,7 +19,7 @@ the observation.
                                    measured gain (W: what the KV cache holds with every request at
                                    its full size; O: the mean requests in flight at L that the
                                    engine does not hold)
-    K in growth is the one its evidence gives (sla_evidence.growth_evidence: fewer before min_samples)
+    K in growth is the one its evidence gives (sla.verdicts.growth_evidence: fewer before min_samples)
 
 Why: a cut aims at the limit where r = 1: interpolated between two measured limits, else with
 latency taken as proportional to the limit, never more than m at once; it starts from the peak in
@@ -46,7 +46,7 @@ proportional step, never into the limit measured at the band, unless that is L +
 `probe_every` old: a P90 just over target on a few values there (a fresh gateway's first batch, one
 slow spell) otherwise held L for the ledger's memory, and a P90 of that limit measured again
 settles it. Growth stops while the requests of the last raise landed outside the engine and the
-rate did not rise (sla_evidence.held_outside). A batching engine's rate rises with its batch until
+rate did not rise (sla.verdicts.held_outside). A batching engine's rate rises with its batch until
 its KV cache is full, so with the SLA out of reach the first probe goes there at once instead of in
 steps of q L, each of which costs a settle and a dwell; not again while a limit as high was measured
 lately, so a jump undone is not repeated before its evidence ages.
@@ -56,9 +56,9 @@ from __future__ import annotations
 
 import math
 
-from gateway.control.algorithms.sla.evidence import Growth, fits_whole, held_outside, hidden
 from gateway.control.algorithms.sla.ledger import Entry
 from gateway.control.algorithms.sla.params import SLAParams
+from gateway.control.algorithms.sla.verdicts import Growth, fits_whole, held_outside, hidden
 from gateway.types import Observation
 
 STEEPEST = 4.0

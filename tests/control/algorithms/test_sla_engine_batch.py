@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from limits_helpers import ObsFactory, engine_stats
 
-from gateway.control.algorithms.sla.batch import BatchSince
+from gateway.control.algorithms.sla.engine_batch import BatchSince
 from gateway.control.algorithms.sla.ledger import Entry
 from gateway.control.algorithms.sla.params import SLAParams
 from gateway.types import Observation

@@ -27,9 +27,9 @@ observation began an epoch.
 
 from __future__ import annotations
 
-from gateway.control.algorithms.sla.evidence import engine_batch
 from gateway.control.algorithms.sla.ledger import Entry, TimeWeightedMean
 from gateway.control.algorithms.sla.params import SLAParams
+from gateway.control.algorithms.sla.verdicts import engine_batch
 from gateway.types import Observation
 
 

@@ -8,7 +8,9 @@ from dataclasses import replace
 import pytest
 from limits_helpers import ObsFactory
 
-from gateway.control.algorithms.sla.evidence import (
+from gateway.control.algorithms.sla.ledger import Entry, Reading
+from gateway.control.algorithms.sla.params import SLAParams
+from gateway.control.algorithms.sla.verdicts import (
     COHORT_LEAST,
     Growth,
     cohort_p90,
@@ -17,8 +19,6 @@ from gateway.control.algorithms.sla.evidence import (
     probe_kept,
     readings,
 )
-from gateway.control.algorithms.sla.ledger import Entry, Reading
-from gateway.control.algorithms.sla.params import SLAParams
 from gateway.types import SLA
 
 P = SLAParams()  # min_gain 0.03, noise_z 2
