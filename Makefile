@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# make demo PORT=9000 DEMO_ARGS='--sla-ttft-p90 0.5'   (the gateway's port; default 8080)
+PORT ?=
+DEMO_ARGS ?=
 demo: setup
-	$(BIN)/llm-gateway demo
+	$(BIN)/llm-gateway demo $(if $(PORT),--port $(PORT)) $(DEMO_ARGS)
 
 test: setup promtool redis
 	$(BIN)/pytest -q

@@ -167,12 +167,10 @@ class Gateway:
         if self.batches is not None:
             await self.batches.start()
         for b in self.pool.backends:
-            log.info(
-                "backend %s %s: %s",
-                b.name,
-                "up" if b.healthy else "DOWN",
-                ", ".join(sorted(b.models)) or b.last_error,
-            )
+            if b.healthy:
+                log.info("backend %s up: %s", b.name, ", ".join(sorted(b.models)))
+            else:
+                log.warning("backend %s DOWN: %s", b.name, b.last_error)
 
     async def stop(self) -> None:
         if self.batches is not None:
@@ -257,7 +255,7 @@ class Gateway:
         result = self.reload()
         if not result.ok:
             message = "config reload refused, the running config is kept: " + "; ".join(result.problems)
-            await respond_error(send, GatewayError(400, message, "invalid_config"))
+            await respond_error(send, GatewayError(400, message, "invalid_config"), scope)
             return
         await send_json(send, 200, {"reloaded": True, "changes": list(result.changes)})
 

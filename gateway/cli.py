@@ -1,8 +1,9 @@
-"""`llm-gateway`: serve, sim, demo, check-config. Each subcommand imports its module only when run."""
+"""`llm-gateway`: the command line. A subcommand's modules are imported only when it runs."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,25 @@ if TYPE_CHECKING:
     from gateway.config.source import ConfigSource
 
 _ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
+
+BACKENDS_ENV = "LLM_GATEWAY_BACKENDS"
+"""Backend URLs for `serve` when no --backend is given (spaces or commas between): how a container
+image with a built-in config is pointed at its backends."""
+
+_DESCRIPTION = """\
+An OpenAI-compatible gateway for vLLM that keeps each model's latency within its SLA by adapting
+how many requests reach each backend, and refuses the excess at once with 429/503 answers the OpenAI
+SDK understands. `llm-gateway COMMAND --help` lists a command's flags.
+"""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llm-gateway")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def _add_gateway_flags(p: argparse.ArgumentParser) -> None:
@@ -26,30 +46,52 @@ def _add_gateway_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sla-tpot-p90", type=float, metavar="SECONDS", help="P90 time-per-output-token target")
     p.add_argument("--sla-e2e-p90", type=float, metavar="SECONDS", help="P90 end-to-end latency target")
     p.add_argument("--algorithm", choices=_ALGORITHMS, help="concurrency limit algorithm (default sla)")
-    p.add_argument("--max-queue", type=int, metavar="N", help="admission queue bound per model")
+    from gateway.config.control import QueueConfig
+
+    queue = QueueConfig()
     p.add_argument(
-        "--queue-timeout", type=float, metavar="SECONDS", help="longest a request may wait in the queue"
+        "--max-queue",
+        type=int,
+        metavar="N",
+        help=f"admission queue bound per model (default {queue.max_depth}; config queue.max_depth)",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"longest a request may wait in the queue (default {queue.timeout:g}; config queue.timeout)",
     )
     p.add_argument(
         "--data-dir",
         metavar="PATH",
         help="directory for the Files and Batches API's database and files (config batch.data_dir)",
     )
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+        help="least severe log lines written to stderr (default %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llm-gateway", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="llm-gateway", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run the gateway in front of vLLM backends")
+    serve = sub.add_parser(
+        "serve", help="run the gateway in front of vLLM servers (--config FILE or --backend URL ...)"
+    )
     serve.add_argument("--config", metavar="PATH", help="YAML config file (see config/gateway.yaml)")
     serve.add_argument(
         "--backend",
         action="append",
         default=[],
         metavar="URL",
-        help="a vLLM server's base URL; repeat for several (instead of --config)",
+        help="a vLLM server's root URL (http://host:8000, no /v1); repeat for several. Replaces the "
+        f"file's backends. Default: the URLs in ${BACKENDS_ENV}, if set",
     )
     serve.add_argument(
         "--redis-url",
@@ -66,19 +108,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_gateway_flags(serve)
 
-    demo = sub.add_parser("demo", help="gateway plus two simulated vLLM backends on localhost")
+    demo = sub.add_parser(
+        "demo", help="the gateway in front of two simulated vLLM servers on localhost; no GPU needed"
+    )
     _add_gateway_flags(demo)
     demo.add_argument(
         "--profile", default="gemma3-4b-rtx4080", help="simulator profile (see `llm-gateway sim --help`)"
     )
     demo.add_argument("--model", help="model name the backends serve (default: the profile's)")
 
-    check = sub.add_parser("check-config", help="validate a config file; exit 2 on problems")
-    check.add_argument("path")
+    check = sub.add_parser(
+        "check-config", help="validate a config file (exit 2 on problems); --probe asks each backend"
+    )
+    check.add_argument("path", help="YAML config file")
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also ask each backend what it is (/health, /version, /v1/models, /metrics); exit 1 "
+        "if one is unreachable or unusable",
+    )
 
     from gateway.sim import cli as sim_cli
 
-    sim_cli.configure_parser(sub.add_parser("sim", help="run a simulated vLLM server (no GPU needed)"))
+    sim_cli.configure_parser(
+        sub.add_parser(
+            "sim", help="one simulated vLLM server: continuous batching, paged KV cache, vLLM's metrics"
+        )
+    )
     return parser
 
 
@@ -117,8 +173,9 @@ def _serve(args: argparse.Namespace) -> int:
     from gateway.server.serve import run
 
     extra = overrides(args)
-    if args.backend:
-        extra["backends"] = list(args.backend)
+    backends = list(args.backend) or os.environ.get(BACKENDS_ENV, "").replace(",", " ").split()
+    if backends:
+        extra["backends"] = backends
     if args.redis_url:
         extra["state"] = {"redis_url": args.redis_url}
     source = ConfigSource(args.config, extra)
@@ -127,6 +184,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"llm-gateway: {problem}", file=sys.stderr)
+        if not backends and any(p.startswith("backends:") for p in exc.problems):
+            print(
+                f"llm-gateway: give backends in the file, with --backend URL, or in ${BACKENDS_ENV}",
+                file=sys.stderr,
+            )
         return 2
     if args.workers != 1:
         return _serve_workers(config, source, args)
@@ -174,7 +236,18 @@ def _check_config(args: argparse.Namespace) -> int:
         f"{args.path}: OK ({len(config.backends)} backends, algorithm "
         f"{config.controller.algorithm}, SLA {config.sla.targets()})"
     )
-    return 0
+    return _probe(config) if args.probe else 0
+
+
+def _probe(config: GatewayConfig) -> int:
+    import asyncio
+
+    from gateway.pool.probe import probe_all
+
+    reports = asyncio.run(probe_all(config.backends, seconds=config.timeouts.connect))
+    for report in reports:
+        print("\n".join(report.lines()))
+    return 1 if any(not r.reachable for r in reports) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,7 +72,7 @@ class BatchRoutes:
             route = self._files if parts[0] == "files" else self._batches
             await route(self._service, call)
         except GatewayError as err:
-            await respond_error(send, err)
+            await respond_error(send, err, scope)
 
     @staticmethod
     async def _files(service: BatchService, c: _Call) -> None:

@@ -2,6 +2,11 @@
 
 A bare URL is a backend with every default. Names default to the URL's host:port and must be unique,
 since metrics, logs and reloads know a backend by its name.
+
+A URL is the server's root: the gateway adds `/health`, `/metrics` and `/v1/...` itself. One ending
+in `/v1` (the OpenAI SDK's `base_url`, the likeliest copy-paste) is refused with the URL to give
+instead, rather than stripped: a file that says one thing while the gateway does another would
+mislead whoever reads it next, and `check-config` points at the line to fix.
 """
 
 from __future__ import annotations
@@ -53,6 +58,12 @@ def _parse_backend(r: ConfigReader, raw: Any, index: int) -> BackendConfig | Non
     url = raw.get("url")
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
         r.problems.append(f"{path}url: must be an http(s) URL like http://127.0.0.1:8000, got {url!r}")
+        return None
+    if urlsplit(url).path.rstrip("/").endswith("/v1"):
+        root = url.rstrip("/")[: -len("/v1")]
+        r.problems.append(
+            f"{path}url: {url!r} ends in /v1; give the server's root, {root!r} (the gateway adds /v1 itself)"
+        )
         return None
     models = raw.get("models", [])
     if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):

@@ -8,11 +8,13 @@ refused as soon as it passes the limit instead of after it was buffered.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import orjson
 
 from gateway.proxy.errors import GatewayError
-from gateway.types import Receive, Send
+from gateway.proxy.request import client_request_id
+from gateway.types import Receive, Scope, Send
 
 ABORT = "gateway.abort"
 """Scope extension the server provides (gateway.server.listener): a callable that aborts the client
@@ -21,6 +23,24 @@ connection of the current request, for a response that cannot be completed."""
 
 class ClientGone(Exception):
     """The client disconnected before its request was read."""
+
+
+REQUEST_ID = "llm_gateway.request_id"
+"""Scope key where an endpoint keeps the id it gave the request, so its error answer repeats it."""
+
+
+def request_id_of(scope: Scope | None) -> str:
+    """The id an answer carries in `x-request-id`: the one the request was given, else the client's
+    own when worth keeping (gateway.proxy.request), else a fresh one."""
+    if scope is None:
+        return os.urandom(12).hex()
+    given: str | None = scope.get(REQUEST_ID)
+    if given:
+        return given
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id" and (kept := client_request_id(value)) is not None:
+            return kept
+    return os.urandom(12).hex()
 
 
 async def read_body(receive: Receive, limit: int) -> bytes:
@@ -40,9 +60,12 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-async def respond_error(send: Send, err: GatewayError) -> None:
+async def respond_error(send: Send, err: GatewayError, scope: Scope | None = None) -> None:
+    """Answer `err`, with an `x-request-id` as every answer has (see `request_id_of`)."""
+    headers = err.headers()
+    headers.append((b"x-request-id", request_id_of(scope).encode()))
     with contextlib.suppress(RuntimeError):  # a response already started cannot be replaced
-        await send({"type": "http.response.start", "status": err.status, "headers": err.headers()})
+        await send({"type": "http.response.start", "status": err.status, "headers": headers})
         await send({"type": "http.response.body", "body": err.body()})
 
 

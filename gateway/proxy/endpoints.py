@@ -19,7 +19,7 @@ from gateway.admission import Ticket
 from gateway.config import GatewayConfig
 from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
 from gateway.pool.backends import Pool
-from gateway.proxy.asgi import ABORT, ClientGone, read_body, respond_error
+from gateway.proxy.asgi import ABORT, REQUEST_ID, ClientGone, read_body, respond_error
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
 from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
@@ -67,13 +67,14 @@ class OpenAIEndpoints:
         try:
             await self._handle(scope, receive, send)
         except GatewayError as err:
-            await respond_error(send, err)
+            await respond_error(send, err, scope)
         except ClientGone:
             pass
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = self._clock()
         head = read_head(scope["headers"], self._dropped)
+        scope[REQUEST_ID] = head.request_id
         limit = self._config.max_body_bytes
         if head.content_length > limit:
             raise GatewayError(
@@ -98,7 +99,13 @@ class OpenAIEndpoints:
                     "no_backend",
                     retry_after=self._config.health.interval * 2,
                 )
-            raise GatewayError(404, f"The model `{model}` does not exist.", "model_not_found", param="model")
+            served = ", ".join(pool.models()) or "none in rotation now"
+            raise GatewayError(
+                404,
+                f"The model `{model}` does not exist. Served models: {served}.",
+                "model_not_found",
+                param="model",
+            )
         default, maximum = self._priority.get(tenant, (0, 0))
         ticket = Ticket(
             tenant=tenant,

@@ -22,7 +22,7 @@ from gateway.proxy.tenants import bearer_token
 from gateway.types import Receive, Scope, Send
 
 Handler = Callable[[Scope, Receive, Send], Awaitable[None]]
-Respond = Callable[[Send, GatewayError], Awaitable[None]]
+Respond = Callable[[Send, GatewayError, Scope], Awaitable[None]]
 
 
 class Surface(Enum):
@@ -77,7 +77,7 @@ class Router:
         path: str = scope["path"]
         route = self._routes.get(path) or self._below(path)
         if route is None or not self._here(route, scope):
-            await self._respond(send, GatewayError(404, f"no route for {path}", "not_found"))
+            await self._respond(send, self._not_found(path), scope)
             return
         method: str = scope["method"]
         if method not in route.methods:
@@ -88,7 +88,7 @@ class Router:
                 "method_not_allowed",
                 extra_headers=((b"allow", route.allow),),
             )
-            await self._respond(send, err)
+            await self._respond(send, err, scope)
             return
         if route.needs_key and not self._authorized(scope):
             await self._respond(
@@ -96,9 +96,21 @@ class Router:
                 GatewayError(
                     401, "this endpoint needs the admin key: 'Authorization: Bearer <key>'", "invalid_api_key"
                 ),
+                scope,
             )
             return
         await route.handler(scope, receive, send)
+
+    def _not_found(self, path: str) -> GatewayError:
+        """404; a path that exists under /v1 (an SDK `base_url` without it) says so."""
+        if f"/v1{path}" in self._routes or self._below(f"/v1{path}") is not None:
+            return GatewayError(
+                404,
+                f"no route for {path}; the OpenAI API is under /v1: POST /v1{path} "
+                "(an OpenAI client's base_url ends in /v1)",
+                "not_found",
+            )
+        return GatewayError(404, f"no route for {path}", "not_found")
 
     def _here(self, route: Route, scope: Scope) -> bool:
         port = self.admin.port

@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import http
 import logging
+import os
 import socket
 import struct
 from collections.abc import Callable
@@ -342,6 +343,7 @@ def raw_response(err: GatewayError) -> bytes:
     body = err.body()
     head = [f"HTTP/1.1 {err.status} {http.HTTPStatus(err.status).phrase}".encode()]
     head.extend(name + b": " + value for name, value in err.headers())
+    head.append(b"x-request-id: " + os.urandom(12).hex().encode())
     head.append(b"content-length: %d" % len(body))
     head.append(b"connection: close")
     return b"\r\n".join(head) + b"\r\n\r\n" + body

@@ -210,6 +210,22 @@ class GatewayServer(uvicorn.Server):
         return not self.server_state.tasks
 
 
+def _log_fd_cap(cap: int, wanted: int, fd_limit: int) -> None:
+    """Say that descriptors cap client connections, and how to change it; a warning only when the
+    cap is under a `max_connections` the user set (under the default it is routine)."""
+    chosen = wanted != ListenLimits().max_connections
+    log.log(
+        logging.WARNING if chosen else logging.INFO,
+        "at most %d client connections, not listen.max_connections %d: the process may open %d files "
+        "(ulimit -n) and each connection may need 2; raise the hard limit (ulimit -Hn; LimitNOFILE= "
+        "under systemd, --ulimit nofile= in Docker) to %d, or lower listen.max_connections",
+        cap,
+        wanted,
+        fd_limit,
+        2 * wanted + RESERVED_FDS,
+    )
+
+
 async def serve(
     app: GatewayApp, config: GatewayConfig, *, log_level: str = "info", public: socket.socket | None = None
 ) -> None:
@@ -217,12 +233,7 @@ async def serve(
     fd_limit = raise_fd_limit()
     cap = connection_cap(config.limits, fd_limit)
     if cap < config.limits.max_connections:
-        log.warning(
-            "at most %d client connections (listen.max_connections is %d): the process may open %d files",
-            cap,
-            config.limits.max_connections,
-            fd_limit,
-        )
+        _log_fd_cap(cap, config.limits.max_connections, fd_limit)
     protocol = functools.partial(GuardedProtocol, limits=config.limits, connections=Connections(cap))
     uv_config = uvicorn.Config(
         app,

@@ -14,34 +14,77 @@ from gateway.sim.server import SimConfig, SimServer
 
 _FAULT_FLAGS = ("speed", "error_rate", "error_status", "frontend_delay", "hang", "die")
 
+PROFILE_HELP = {
+    "block_size": "tokens per KV-cache block (vLLM --block-size)",
+    "num_gpu_blocks": "KV-cache blocks; times block_size is the KV capacity in tokens",
+    "max_num_seqs": "most sequences in one engine step (vLLM --max-num-seqs)",
+    "max_num_batched_tokens": "most tokens computed in one step (vLLM --max-num-batched-tokens)",
+    "max_model_len": "longest prompt plus output, in tokens; longer requests get 400",
+    "enable_prefix_caching": "share the KV blocks of identical prompt prefixes, as vLLM does by default",
+    "step_base": "seconds every engine step costs regardless of work (T0)",
+    "step_mem": "seconds of the memory-bound floor of a step: reading the weights (T_mem)",
+    "step_per_token": "seconds per token computed in a step (alpha)",
+    "step_per_kv_token": "seconds per context token attended in a step (beta)",
+    "step_per_seq": "seconds per sequence in a step: sampling and bookkeeping (gamma)",
+    "frontend_overhead": "seconds the API server spends on each request, all in parallel, before the engine",
+    "frontend_busy": "seconds the API server spends on each request one at a time (a CPU-starved front end)",
+    "stream_burst": "tokens written to a stream at once (1: each token as it is made)",
+    "bytes_per_token": "characters of text per token, for counting prompt tokens",
+    "chat_tokens_per_message": "template tokens added per chat message",
+    "chat_tokens_base": "template tokens added per chat request",
+    "output_mu": "mean of log(output length) when ignore_eos is not set (median e^mu tokens)",
+    "output_sigma": "spread of log(output length); 0 makes every output e^mu tokens",
+    "embedding_dim": "length of each vector /v1/embeddings returns",
+    "seed": "random seed for output lengths and text",
+}
+"""Help for each profile parameter's flag; the defaults shown are the chosen profile's."""
+
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--profile", default="tiny-cpu", choices=profile_names())
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default %(default)s)")
+    parser.add_argument(
+        "--profile",
+        default="tiny-cpu",
+        choices=profile_names(),
+        help="engine and GPU to imitate (default %(default)s)",
+    )
     parser.add_argument("--model", default=None, help="served model name (default: the profile's)")
-    group = parser.add_argument_group("profile overrides")
+    group = parser.add_argument_group("profile overrides (default: the profile's value)")
     for f in dataclasses.fields(Profile):
         if f.name in ("name", "model"):
             continue
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction)
+            group.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, help=PROFILE_HELP[f.name]
+            )
         else:
             kind = {"int": int, "float": float}.get(str(f.type), str)
-            group.add_argument(flag, dest=f.name, type=kind, default=None)
+            group.add_argument(flag, dest=f.name, type=kind, default=None, help=PROFILE_HELP[f.name])
     faults = parser.add_argument_group("faults (also changeable at run time: POST /sim/faults)")
-    faults.add_argument("--speed", type=float, default=1.0, help="0.5 = half as fast")
-    faults.add_argument("--error-rate", type=float, default=0.0)
-    faults.add_argument("--error-status", type=int, default=500)
+    faults.add_argument(
+        "--speed", type=float, default=1.0, help="engine pace; 0.5 is half as fast (default 1)"
+    )
+    faults.add_argument(
+        "--error-rate",
+        type=float,
+        default=0.0,
+        help="share of inference requests answered with an error (0..1)",
+    )
+    faults.add_argument(
+        "--error-status", type=int, default=500, help="status of those errors (default %(default)s)"
+    )
     faults.add_argument(
         "--frontend-delay",
         type=float,
         default=0.0,
         help="extra seconds the API server holds every request before the engine sees it",
     )
-    faults.add_argument("--hang", action="store_true")
-    faults.add_argument("--die", action="store_true")
+    faults.add_argument("--hang", action="store_true", help="accept requests and never answer them")
+    faults.add_argument(
+        "--die", action="store_true", help="drop every connection without an answer, as a crashed server"
+    )
 
 
 def build_config(args: argparse.Namespace) -> SimConfig:

@@ -1,4 +1,5 @@
-"""The gateway's metric contract (README's metrics table) and the metric names a PromQL expression uses."""
+"""The gateway's metric contract (the metrics table in docs/operations.md) and the metric names a
+PromQL expression uses."""
 
 from __future__ import annotations
 

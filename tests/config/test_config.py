@@ -140,3 +140,29 @@ def test_routing_defaults_and_problems() -> None:
     assert any(p.startswith("routing.max_imbalance: must be >= 0") for p in problems)
     assert any(p.startswith("routing.lookahead: must be >= 1") for p in problems)
     assert any(p.startswith("routing.chunk: unknown key") for p in problems)
+
+
+def test_a_backend_url_ending_in_v1_is_refused_with_the_root_to_give_instead() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"backends": ["http://gpu-0:8000/v1", {"url": "https://gpu-1/vllm/v1/"}]})
+    assert info.value.problems == [
+        "backends[0].url: 'http://gpu-0:8000/v1' ends in /v1; give the server's root, "
+        "'http://gpu-0:8000' (the gateway adds /v1 itself)",
+        "backends[1].url: 'https://gpu-1/vllm/v1/' ends in /v1; give the server's root, "
+        "'https://gpu-1/vllm' (the gateway adds /v1 itself)",
+    ]
+    # A path that is a prefix (a server behind a reverse proxy) is the server's root.
+    assert parse_config({"backends": ["http://proxy/vllm-v1"]}).backends[0].url == "http://proxy/vllm-v1"
+
+
+def test_check_config_names_the_v1_url_to_fix(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text("backends:\n  - http://127.0.0.1:8000/v1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "check-config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "give the server's root, 'http://127.0.0.1:8000'" in result.stdout

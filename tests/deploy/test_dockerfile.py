@@ -7,12 +7,18 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 
-from gateway.cli import build_parser
+import httpx
+import pytest
+import yaml
+
+from gateway.cli import BACKENDS_ENV, build_parser
 from tests.deploy.manifests import DEPLOY
-from tests.procs import ROOT
+from tests.procs import ROOT, free_port, spawn, spawn_sim
 
 DOCKERFILE = DEPLOY / "Dockerfile"
+IMAGE_CONFIG = DEPLOY / "image" / "gateway.yaml"
 
 
 def hadolint() -> str:
@@ -44,4 +50,27 @@ def test_copied_sources_exist_and_the_command_parses() -> None:
     command = json.loads(re.search(r"^CMD (.+)$", text, flags=re.MULTILINE).group(1))  # type: ignore[union-attr]
     assert entry == ["llm-gateway"]
     args = build_parser().parse_args(command)
-    assert args.command == "serve" and args.host == "0.0.0.0"
+    assert args.command == "serve" and args.config == "/etc/llm-gateway/gateway.yaml"
+    assert "COPY deploy/image/gateway.yaml /etc/llm-gateway/gateway.yaml" in text
+
+
+def test_the_built_in_config_takes_its_backends_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(IMAGE_CONFIG)]
+    monkeypatch.delenv(BACKENDS_ENV, raising=False)
+    without = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert without.returncode == 2
+    assert f"give backends in the file, with --backend URL, or in ${BACKENDS_ENV}" in without.stderr
+    with spawn_sim("--profile", "tiny-cpu") as sim:
+        monkeypatch.setenv(BACKENDS_ENV, f"{sim.url}, http://127.0.0.1:9")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        with spawn(
+            [*cmd, "--host", "127.0.0.1", "--port", str(port)], f"{base}/admin/state", base_url=base
+        ) as gw:
+            urls = [b["url"] for b in httpx.get(f"{gw.url}/admin/state").json()["backends"]]
+    assert urls == [sim.url, "http://127.0.0.1:9"]
+
+
+def test_the_built_in_config_listens_on_every_interface() -> None:
+    data = yaml.safe_load(IMAGE_CONFIG.read_text())
+    assert data["listen"] == {"host": "0.0.0.0", "port": 8080} and "backends" not in data

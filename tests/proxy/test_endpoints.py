@@ -259,3 +259,51 @@ def test_backend_dying_mid_stream_ends_the_stream_with_an_error_event(
         for sim in sims:
             httpx.post(f"{sim.url}/sim/faults", json={"reset": True})
     assert wait_idle(gateway, sims) == (0, 0)
+
+
+def test_every_answer_the_gateway_makes_itself_carries_a_request_id(gateway: Proc) -> None:
+    url = gateway.url
+    answers = {
+        "bad json": httpx.post(f"{url}/v1/chat/completions", content=b"{", headers={"content-type": "x"}),
+        "no route": httpx.get(f"{url}/nope"),
+        "method": httpx.get(f"{url}/v1/chat/completions"),
+        "model": httpx.post(f"{url}/v1/completions", json={"model": "nope", "prompt": "x"}),
+        "too large": httpx.post(f"{url}/v1/completions", json={"model": MODEL, "prompt": "x" * 100_000}),
+    }
+    assert [a.status_code for a in answers.values()] == [400, 404, 405, 404, 413]
+    ids = [a.headers["x-request-id"] for a in answers.values()]
+    assert all(len(i) == 24 for i in ids) and len(set(ids)) == len(ids)
+    mine = httpx.post(
+        f"{url}/v1/completions", json={"model": "nope", "prompt": "x"}, headers={"x-request-id": "trace-7"}
+    )
+    assert mine.status_code == 404 and mine.headers["x-request-id"] == "trace-7"
+    routed = httpx.get(f"{url}/nope", headers={"x-request-id": "trace-8"})
+    assert routed.headers["x-request-id"] == "trace-8"
+
+
+def test_an_unknown_model_is_told_the_models_served(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as info:
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    body = info.value.body
+    assert isinstance(body, dict)
+    assert body["message"] == f"The model `gpt-4o` does not exist. Served models: {MODEL}."
+    assert info.value.request_id
+
+
+def test_the_api_without_v1_gets_a_404_that_says_to_use_v1(gateway: Proc) -> None:
+    resp = httpx.post(f"{gateway.url}/chat/completions", json={"model": MODEL, "messages": []})
+    assert resp.status_code == 404
+    assert resp.json()["error"]["message"] == (
+        "no route for /chat/completions; the OpenAI API is under /v1: POST /v1/chat/completions "
+        "(an OpenAI client's base_url ends in /v1)"
+    )
+    assert httpx.get(f"{gateway.url}/unknown").json()["error"]["message"] == "no route for /unknown"
+
+
+def test_a_backend_down_at_start_is_a_warning_and_its_503_carries_a_request_id() -> None:
+    config = {"backends": [{"url": "http://127.0.0.1:9", "name": "gone", "models": [MODEL]}]}
+    with spawn_gateway(config) as gw:  # logs at --log-level warning: INFO lines do not show
+        resp = httpx.post(f"{gw.url}/v1/completions", json={"model": MODEL, "prompt": "x"})
+        assert resp.status_code == 503 and resp.headers["x-request-id"]
+        log = gw.stderr()
+    assert "WARNING gateway: backend gone DOWN: health check failed" in log

@@ -44,3 +44,15 @@ def test_die_flag_starts_dead_and_admin_route_revives() -> None:
 def test_bad_override_exits_with_status_2() -> None:
     with pytest.raises(RuntimeError, match="exited with 2"):
         spawn_sim("--num-gpu-blocks", "0", timeout=10)
+
+
+def test_every_flag_has_help_text() -> None:
+    import argparse
+
+    from gateway.sim.cli import configure_parser
+
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    missing = [a.dest for a in parser._actions if not a.help]
+    assert missing == []
+    assert len(parser._actions) > 30
