@@ -14,6 +14,11 @@ header size limit; these rules do (values in `ListenLimits`):
 - Head size. Bytes are counted before they reach the parser; past `max_header_bytes`, or past
   `max_headers` headers, the answer is 431. httptools accumulates each header by concatenation, so an
   unbounded header costs memory and quadratic time on the event loop: it must never be fed.
+- No protocol switch. A request asking to switch protocols (`Connection: upgrade` with `Upgrade`, as
+  WebSocket and h2c do, or `CONNECT`) is answered 400 `unsupported_upgrade`, since the gateway serves
+  only HTTP/1.1 requests; and uvicorn's hand-over to a WebSocket protocol is switched off, so the
+  transport keeps this protocol for its whole life and its `connection_lost` (which gives back the
+  connection cap's place) runs on every path.
 - Connection cap. Past `max_connections` the connection idle the longest is closed to make room,
   and with no idle one the newcomer gets 503 with a Retry-After (gateway.server.connection_cap).
 - Write timeout. uvicorn's `send` waits for the transport to drain once its buffer passes the high
@@ -55,8 +60,8 @@ from gateway.server.connection_cap import Connections
 log = logging.getLogger("gateway.server.listener")
 
 
-class _TooManyHeaders(Exception):
-    pass
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing; `send_400_response` answers `_refusal`."""
 
 
 def _nothing() -> None:
@@ -95,6 +100,7 @@ class GuardedProtocol(HttpToolsProtocol):
         connections: Connections,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        self.ws_protocol_class = None  # never hand the transport to another protocol: see the docstring
         self._limits = limits
         self._connections = connections
         self._reading_head = True
@@ -200,10 +206,13 @@ class GuardedProtocol(HttpToolsProtocol):
             self._refusal = GatewayError(
                 431, f"more than {self._limits.max_headers} request headers", "too_many_headers"
             )
-            raise _TooManyHeaders
+            raise _Refused
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        if self.parser.should_upgrade():
+            self._refusal = _upgrade_refusal(self.parser.get_method(), self.headers)
+            raise _Refused
         self._heads += 1
         self._reading_head = False
         self._cancel_head_timer()
@@ -315,6 +324,17 @@ class GuardedProtocol(HttpToolsProtocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
+
+
+def _upgrade_refusal(method: bytes, headers: list[tuple[bytes, bytes]]) -> GatewayError:
+    """400 for a request asking to switch protocols, naming (an excerpt of) what it asked for."""
+    if method == b"CONNECT":
+        return GatewayError(400, "CONNECT is not served: send HTTP/1.1 requests", "unsupported_upgrade")
+    wanted = next((value for name, value in headers if name == b"upgrade"), b"")
+    excerpt = wanted[:64].decode("ascii", "replace")
+    return GatewayError(
+        400, f"protocol switch to {excerpt!r} is not served: send HTTP/1.1 requests", "unsupported_upgrade"
+    )
 
 
 def raw_response(err: GatewayError) -> bytes:

@@ -92,6 +92,20 @@ async def test_the_head_limit_is_exact(port: int) -> None:
     assert refused[0].startswith(b"431 ") and b"headers_too_large" in refused[0]
 
 
+UPGRADE = (
+    b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+async def test_protocol_switches_are_refused_and_give_their_place_under_the_cap_back(port: int) -> None:
+    # uvicorn's default configuration would hand these to its WebSocket protocol: never done here.
+    for _ in range(LIMITS.max_connections + 4):
+        refused = await exchange(port, UPGRADE)
+        assert refused[0].startswith(b"400 ") and b"unsupported_upgrade" in refused[0]
+    assert await exchange(port, post(b"abc")) == [b"200 3"]
+
+
 BODY_LIMITS = ListenLimits(header_timeout=5.0, body_timeout=0.3, body_min_rate=1000, max_connections=8)
 
 
