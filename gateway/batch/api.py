@@ -18,7 +18,7 @@ follow. With no `batch.data_dir` configured, these routes answer 404 saying how 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -26,11 +26,10 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
-from gateway.config import TenantConfig
 from gateway.proxy.asgi import read_body, respond_error, send_json
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.request import json_object
-from gateway.proxy.tenants import tenant_of
+from gateway.proxy.tenants import TenantKeys
 
 PREFIXES = ("/v1/files", "/v1/batches")
 """The router sends these paths and every path below them here."""
@@ -54,7 +53,7 @@ class _Call:
 
 
 class BatchRoutes:
-    def __init__(self, service: BatchService | None, tenants: Mapping[str, TenantConfig]) -> None:
+    def __init__(self, service: BatchService | None, tenants: TenantKeys) -> None:
         self._service = service
         self._tenants = tenants
 
@@ -69,7 +68,7 @@ class BatchRoutes:
             auth = next((v for k, v in scope["headers"] if k == b"authorization"), None)
             query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
             parts = scope["path"].strip("/").split("/")[1:]
-            call = _Call(tenant_of(self._tenants, auth), scope["method"], parts, query, scope, receive, send)
+            call = _Call(self._tenants.tenant_of(auth), scope["method"], parts, query, scope, receive, send)
             route = self._files if parts[0] == "files" else self._batches
             await route(self._service, call)
         except GatewayError as err:

@@ -64,9 +64,6 @@ class GatewayConfig:
     state: StateConfig = field(default_factory=StateConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
 
-    def tenant_for_key(self) -> dict[str, TenantConfig]:
-        return {key: t for t in self.tenants for key in t.api_keys}
-
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""
