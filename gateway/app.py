@@ -79,6 +79,7 @@ class Gateway:
         self.forwarder = Forwarder(
             self.queues, self.upstream, self.telemetry, self.clock, retries=config.retries
         )
+        self.forwarder.expose_backend = config.exposes_backend()
         self.tenants = TenantKeys(config.tenants)
         self.endpoints = OpenAIEndpoints(
             config, self.pool, self.forwarder, self.telemetry, self.clock, self.tenants

@@ -64,6 +64,12 @@ class GatewayConfig:
     state: StateConfig = field(default_factory=StateConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
 
+    def exposes_backend(self) -> bool:
+        """`x-gateway-backend` on answers: as `headers.expose_backend` says, else while no tenants
+        are configured (which backend served a request tells a tenant about the others' load)."""
+        expose = self.headers.expose_backend
+        return not self.tenants if expose is None else expose
+
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""

@@ -88,7 +88,7 @@ class OpenAIEndpoints:
         body = await read_body(receive, limit)
         background: str | None = scope.get(BACKGROUND_TENANT)
         tenant = self._tenants.tenant_of(head.auth) if background is None else background
-        model, streaming, route = parse_request(body, head.session)
+        model, streaming, route = parse_request(body, head.session, tenant)
         pool = self._pool
         if not pool.known(model):
             if pool.undiscovered():

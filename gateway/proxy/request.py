@@ -95,11 +95,12 @@ def dropped_headers(
     return frozenset(base) | (secret - let_through)
 
 
-def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
+def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> tuple[str, bool, RouteKey]:
     """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
 
     The routing key keeps references into the parsed body and hashes the prompt only if a routing
-    strategy asks; its session is the `x-session-id` header, else the body's `user`.
+    strategy asks; its session is the `x-session-id` header, else the body's `user`; its partition
+    is the tenant's and the body's `cache_salt`.
     """
     payload = json_object(body)
     model = payload.get("model")
@@ -112,7 +113,7 @@ def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, R
             "model_too_long",
             param="model",
         )
-    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
+    return model, payload.get("stream") is True, RouteKey.from_body(payload, session, tenant)
 
 
 def json_object(body: bytes) -> dict[str, Any]:

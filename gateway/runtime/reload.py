@@ -119,6 +119,7 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
     gw.tenants.update(new.tenants)
     gw.endpoints.reconfigure(new)
     gw.forwarder.retries = new.retries
+    gw.forwarder.expose_backend = new.exposes_backend()
     gw.upstream.timeouts = new.timeouts
     gw.router.admin = new.admin
     gw.queues.reconfigure(new)

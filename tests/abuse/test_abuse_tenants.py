@@ -72,6 +72,11 @@ def test_a_rotated_key_is_refused_by_every_route(sim: Proc, tmp_path: Path) -> N
         assert refused(gw, "old-key") == ["chat", "files", "batches"]
         assert refused(gw, "new-key") == []
         assert [f.id for f in client(gw, "new-key").files.list()] == [uploaded]
+        # With tenants, answers do not say which backend served them (headers.expose_backend).
+        raw = client(gw, "new-key").chat.completions.with_raw_response.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+        )
+        assert raw.http_response.status_code == 200 and "x-gateway-backend" not in raw.headers
 
 
 def test_tenants_added_to_a_gateway_that_had_none_close_every_route(sim: Proc, tmp_path: Path) -> None:

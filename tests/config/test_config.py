@@ -140,3 +140,12 @@ def test_routing_defaults_and_problems() -> None:
     assert any(p.startswith("routing.max_imbalance: must be >= 0") for p in problems)
     assert any(p.startswith("routing.lookahead: must be >= 1") for p in problems)
     assert any(p.startswith("routing.chunk: unknown key") for p in problems)
+
+
+def test_answers_name_their_backend_only_without_tenants_unless_configured() -> None:
+    base: dict[str, object] = {"backends": [{"url": "http://a:1"}]}
+    tenants = {**base, "tenants": [{"name": "t", "api_keys": ["k"]}]}
+    assert parse_config(base).exposes_backend() and not parse_config(tenants).exposes_backend()
+    assert parse_config({**tenants, "headers": {"expose_backend": True}}).exposes_backend()
+    with pytest.raises(ConfigError):
+        parse_config({**base, "headers": {"expose_backend": "yes"}})
