@@ -30,6 +30,7 @@ import orjson
 
 from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
+from gateway.proxy.json_cost import json_cost_problem
 from gateway.routing import RouteKey
 
 MAX_MODEL_CHARS = 256
@@ -60,10 +61,7 @@ def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes])
     request_id = None
     for name, value in headers:
         if name == b"content-length":
-            if value.isdigit():
-                head.content_length = (
-                    int(value) if len(value) <= _MAX_LENGTH_DIGITS else 10**_MAX_LENGTH_DIGITS
-                )
+            head.content_length = content_length(value)
         elif name == b"authorization":
             head.auth = value
         elif name == b"x-request-id":
@@ -79,6 +77,15 @@ def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes])
     head.request_id = request_id or os.urandom(12).hex()
     head.forward["x-request-id"] = head.request_id
     return head
+
+
+def content_length(value: bytes) -> int:
+    """A Content-Length value: its number (10**19 past 19 significant digits, however many zeros
+    lead), or -1 when it is not ASCII digits."""
+    if not value.isdigit():
+        return -1
+    digits = value.lstrip(b"0")
+    return int(digits or b"0") if len(digits) <= _MAX_LENGTH_DIGITS else 10**_MAX_LENGTH_DIGITS
 
 
 def client_request_id(value: bytes) -> str | None:
@@ -117,7 +124,11 @@ def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> 
 
 
 def json_object(body: bytes) -> dict[str, Any]:
-    """A request body that must be one JSON object, or a 400 in OpenAI's shape."""
+    """A request body that must be one JSON object, or a 400 in OpenAI's shape (also when it could
+    hold more values than are parsed on the event loop: gateway.proxy.json_cost)."""
+    problem = json_cost_problem(body)
+    if problem is not None:
+        raise GatewayError(400, f"request body has {problem}", "json_too_complex")
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
