@@ -77,7 +77,7 @@ class OpenAIEndpoints:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = self._clock()
-        head = read_head(scope["headers"], self._dropped)
+        head = read_head(scope["headers"], self._dropped, scope.get("client"))
         limit = self._config.max_body_bytes
         if head.content_length > limit:
             raise GatewayError(

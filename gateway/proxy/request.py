@@ -14,6 +14,12 @@ client meant for somebody else: `CREDENTIAL_HEADERS` (API keys in the forms othe
 them, cookies, OpenAI account headers; see gateway.config) are dropped before forwarding, with any
 the config names as sensitive, unless the config lets them pass.
 
+Forwarding: a header the request's `Connection` names is hop-by-hop (RFC 9110 7.6.1) and stays here,
+as do the gateway's own controls (`x-priority`, `x-queue-timeout`, `x-session-id`). The client's
+address is appended to `X-Forwarded-For`, whatever the client put there kept before it and never
+believed. Values go as the client sent their bytes: the backend client writes UTF-8, so a value that
+is not UTF-8 could not arrive unchanged, and is not forwarded at all.
+
 Priority: `x-priority` may lower a request's priority or choose within what its tenant is allowed
 (`priority` up to `max_priority`); a value above that counts as the maximum, never more.
 """
@@ -55,10 +61,16 @@ class RequestHead:
     """Headers for the backend: all but the dropped ones, plus the request id."""
 
 
-def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes]) -> RequestHead:
-    """The head of a request from its (lower-case) ASGI headers; `dropped` are never forwarded."""
+def read_head(
+    headers: Iterable[tuple[bytes, bytes]],
+    dropped: frozenset[bytes],
+    client: tuple[str, int] | None = None,
+) -> RequestHead:
+    """The head of a request from its (lower-case) ASGI headers; `dropped` are never forwarded,
+    nor the headers `Connection` names; `client` (its address) is appended to X-Forwarded-For."""
     head = RequestHead()
     request_id = None
+    hop: list[bytes] = []
     for name, value in headers:
         if name == b"content-length":
             head.content_length = content_length(value)
@@ -72,11 +84,36 @@ def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes])
             head.timeout = value
         elif name == b"x-session-id":
             head.session = value.decode("latin-1")
+        elif name == b"connection" or name == b"x-forwarded-for":
+            hop.append(name + b":" + value)
         if name not in dropped:
-            head.forward[name.decode("latin-1")] = value.decode("latin-1")
+            try:  # noqa: SIM105 - per header on the hot path: cheaper than a context manager
+                head.forward[name.decode("latin-1")] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # not UTF-8: it could not reach the backend as sent (see the module's docstring)
+    if hop:
+        _drop_named(head.forward, hop)
     head.request_id = request_id or os.urandom(12).hex()
     head.forward["x-request-id"] = head.request_id
+    if client is not None:
+        prior = head.forward.pop("x-forwarded-for", "")
+        head.forward["x-forwarded-for"] = f"{prior}, {client[0]}" if prior else client[0]
     return head
+
+
+def _drop_named(forward: dict[str, str], hop: list[bytes]) -> None:
+    """Drop the headers `Connection` names; join the client's X-Forwarded-For lines into one entry
+    of `forward` (to be appended to)."""
+    chain: list[str] = []
+    for line in hop:
+        name, _, value = line.partition(b":")
+        if name == b"connection":
+            for token in value.split(b","):
+                forward.pop(token.strip().lower().decode("latin-1"), None)
+        elif value.strip():
+            chain.append(value.strip().decode("utf-8", "replace"))
+    if chain:
+        forward["x-forwarded-for"] = ", ".join(chain)
 
 
 def content_length(value: bytes) -> int:
