@@ -100,8 +100,10 @@ class Backend:
         every process (Redis refused the last lease asked for)."""
         return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
 
-    def lease(self, *, background: bool) -> Lease:
-        slot = self.limiter.acquire()
+    def lease(self, *, background: bool, sequences: int = 1) -> Lease:
+        """A slot for one request of `sequences` sequences (with shared slots, one lease in Redis
+        per request whatever its sequences)."""
+        slot = self.limiter.acquire(sequences)
         shared = None
         if self.pump is not None:
             shared = self.pump.take()
@@ -110,7 +112,7 @@ class Backend:
                 raise RuntimeError(f"no shared slot ready on {self.name}")
         lease = Lease(self, slot, background, shared)
         if background:
-            self.background_inflight += 1
+            self.background_inflight += slot.weight
         else:
             self._reserve.admitted(self.limiter.inflight - self.background_inflight)
         return lease
@@ -211,7 +213,7 @@ class Lease:
     def release(self, sample: Sample | None) -> None:
         shared, self.shared = self.shared, None  # given back once, even if called twice (a bug)
         if self.background:
-            self.target.background_inflight -= 1
+            self.target.background_inflight -= self.slot.weight
         try:
             self.slot.release(sample)
         finally:
@@ -278,7 +280,8 @@ class Pool:
         if choice is None:
             return None
         target = serving[choice.backend]
-        lease = target.lease(background=background)
+        route = routes[choice.request]
+        lease = target.lease(background=background, sequences=1 if route is None else route.sequences)
         self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
         return choice.request, lease
 

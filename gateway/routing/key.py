@@ -122,10 +122,28 @@ def _json_text(value: object) -> str:
         return ""
 
 
+MAX_SEQUENCES = 1024
+"""The most sequences one request is counted as (the limit in force caps it lower)."""
+
+
+def sequences(payload: Mapping[str, Any]) -> int:
+    """Sequences the engine runs for a request: `n` (or `best_of`, if larger) for each prompt of a
+    completion's list of prompts, one per input of an embeddings list; at most MAX_SEQUENCES."""
+    n = 1
+    for key in ("n", "best_of"):
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > n:
+            n = value
+    prompt = payload.get("prompt", payload.get("input"))
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
+        n *= len(prompt)
+    return min(n, MAX_SEQUENCES)
+
+
 class RouteKey:
     """One request's routing key: its prompt (hashed on first use) and its session, if any."""
 
-    __slots__ = ("_chunks", "_messages", "_prompt", "seed", "session")
+    __slots__ = ("_chunks", "_messages", "_prompt", "seed", "sequences", "session")
 
     def __init__(
         self,
@@ -134,10 +152,13 @@ class RouteKey:
         prompt: object = None,
         session: str | None = None,
         partition: tuple[str, str | None] = ("", None),
+        sequences: int = 1,
     ):
         self._messages = messages
         self._prompt = prompt
         self._chunks: tuple[int, ...] | None = None
+        self.sequences = sequences
+        """Sequences the engine runs for the request: it counts that many in flight."""
         self.seed = hash(partition)
         """The hash chain's seed: the (tenant, cache_salt) partition the request belongs to."""
         self.session = None if session is None else hash((self.seed, session))
@@ -157,6 +178,7 @@ class RouteKey:
             prompt=payload.get("prompt"),
             session=session,
             partition=(tenant, salt if isinstance(salt, str) else None),
+            sequences=sequences(payload),
         )
 
     @property

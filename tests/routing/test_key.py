@@ -10,6 +10,7 @@ from gateway.routing.key import (
     chunk_hashes,
     render_chat,
     render_prompt,
+    sequences,
 )
 
 SYSTEM = "You answer questions about the attached report. " * 40  # 1,960 characters
@@ -125,3 +126,15 @@ def test_embeddings_and_short_prompts_have_no_chunks() -> None:
     assert RouteKey.from_body({"model": "m", "input": "x" * 5000}).chunks == ()
     assert RouteKey.from_body({"model": "m", "prompt": "short"}).chunks == ()
     assert len(RouteKey.from_body({"model": "m", "prompt": "p" * 600}).chunks) == 2
+
+
+def test_sequences_count_n_best_of_and_prompts() -> None:
+    assert sequences({"model": "m", "prompt": "x"}) == 1
+    assert sequences({"model": "m", "prompt": "x", "n": 4}) == 4
+    assert sequences({"model": "m", "prompt": "x", "n": 2, "best_of": 5}) == 5
+    assert sequences({"model": "m", "prompt": ["a", "b", "c"], "n": 2}) == 6
+    assert sequences({"model": "m", "prompt": [1, 2, 3]}) == 1  # one prompt of token ids
+    assert sequences({"model": "m", "input": ["a", "b"]}) == 2
+    assert sequences({"model": "m", "prompt": "x", "n": True}) == 1
+    assert sequences({"model": "m", "prompt": "x", "n": 10**9}) == 1024
+    assert RouteKey.from_body({"model": "m", "messages": [], "n": 3}).sequences == 3
