@@ -12,7 +12,8 @@ follows a comma, so values <= commas + containers + 1, and containers <= the num
 Characters inside strings count too, which errs only toward refusing: a prompt would need a comma
 every four characters of a 500 KB text to be refused. A document shorter than MIN_COUNTED bytes
 cannot reach either bound (a value takes at least two bytes with its comma, a container three) and
-is not counted.
+is not counted. Counting goes a megabyte at a time and stops at the first that passes a bound, so
+a document made to be refused costs no more than its first megabyte.
 
 MAX_VALUES (131,072) holds a prompt of token ids as long as the longest common context (128K
 tokens) and parses in about 15 ms; MAX_CONTAINERS (8,192) holds messages, content parts and tool
@@ -26,13 +27,21 @@ MAX_CONTAINERS = 8_192
 MIN_COUNTED = min(2 * MAX_VALUES, 3 * MAX_CONTAINERS)
 
 
+STRIDE = 1 << 20
+"""Bytes counted at a time: a document over a bound is refused after the stride that shows it."""
+
+
 def json_cost_problem(doc: bytes) -> str | None:
     """Why `doc` is too costly to parse, or None when it is not."""
     if len(doc) < MIN_COUNTED:
         return None
-    containers = doc.count(b"[") + doc.count(b"{")
-    if containers > MAX_CONTAINERS:
-        return f"more than {MAX_CONTAINERS} JSON arrays and objects"
-    if doc.count(b",") + containers + 1 > MAX_VALUES:
-        return f"more than {MAX_VALUES} JSON values"
+    containers = commas = 0
+    for start in range(0, len(doc), STRIDE):
+        end = start + STRIDE
+        containers += doc.count(b"[", start, end) + doc.count(b"{", start, end)
+        if containers > MAX_CONTAINERS:
+            return f"more than {MAX_CONTAINERS} JSON arrays and objects"
+        commas += doc.count(b",", start, end)
+        if commas + containers + 1 > MAX_VALUES:
+            return f"more than {MAX_VALUES} JSON values"
     return None
