@@ -27,6 +27,7 @@ from gateway.proxy.endpoints import OpenAIEndpoints
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder
 from gateway.proxy.routes import Route, Router, Surface, get, post
+from gateway.proxy.tenants import TenantKeys
 from gateway.proxy.upstream import Upstream
 from gateway.runtime.admin_state import AdminState
 from gateway.runtime.loops import Loops
@@ -73,7 +74,11 @@ class Gateway:
         self.forwarder = Forwarder(
             self.queues, self.upstream, self.telemetry, self.clock, retries=config.retries
         )
-        self.endpoints = OpenAIEndpoints(config, self.pool, self.forwarder, self.telemetry, self.clock)
+        self.forwarder.expose_backend = config.exposes_backend()
+        self.tenants = TenantKeys(config.tenants)
+        self.endpoints = OpenAIEndpoints(
+            config, self.pool, self.forwarder, self.telemetry, self.clock, self.tenants
+        )
         self.batches = (
             BatchService(
                 config.batch,
@@ -102,7 +107,7 @@ class Gateway:
             "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
             "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
         }
-        batch_routes = batch_api.BatchRoutes(self.batches, self.config.tenant_for_key())
+        batch_routes = batch_api.BatchRoutes(self.batches, self.tenants)
         prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
         return Router(routes, self.config.admin, respond_error, prefixed)
 

@@ -5,8 +5,9 @@ clients see meanwhile.
 For every attack, and for every gateway checkout compared (this one, and with `--compare PATH`
 another, e.g. the main branch), interleaved per attack, a fresh gateway runs under a soft
 descriptor limit of 1,024 (a common service default; the hard limit is the machine's) and:
-- the attack runs for `--seconds` (loadtests/abuse/attacks.py), with ordinary requests and /health
-  probes from new connections alongside (loadtests/abuse/watch.py says what each number means);
+- the attack runs for `--seconds` (loadtests/abuse/attacks.py and input_attacks.py), with ordinary
+  requests and /health probes from new connections alongside (loadtests/abuse/watch.py says what
+  each number means);
 - afterwards, with the attack stopped, in-flight and queued requests must drain to 0;
 - its log is searched for tracebacks.
 Then a shutdown: 8 streams running and 42 requests queued, SIGTERM; when the queue is answered and
@@ -30,12 +31,15 @@ from pathlib import Path
 import yaml
 
 from loadtests.abuse import probe, watch
-from loadtests.abuse.attacks import ATTACKS, Target
+from loadtests.abuse.attacks import ATTACKS as CONNECTION_ATTACKS
+from loadtests.abuse.attacks import Target
+from loadtests.abuse.input_attacks import INPUT_ATTACKS
 from loadtests.abuse.shutdown import shutdown_table
 from loadtests.doc_tables import commit, write_block
 from tests.procs import ROOT, Proc, free_port, spawn, spawn_sim
 
 MODEL = "instant"
+ATTACKS = {**CONNECTION_ATTACKS, **INPUT_ATTACKS}
 SOFT_FD_LIMIT = 1024
 BASELINE = "none (baseline)"
 
@@ -96,7 +100,11 @@ def start_gateway(root: Path, config: dict[str, object], path: Path) -> tuple[Pr
 async def run_attack(attack: str, label: str, root: Path, sims: list[Proc], seconds: float) -> Row:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gateway.yaml"
-        gw, config = start_gateway(root, gateway_config(sims, current=root == ROOT), path)
+        config = {
+            **gateway_config(sims, current=root == ROOT),
+            "batch": {"data_dir": str(Path(tmp) / "batch")},
+        }
+        gw, config = start_gateway(root, config, path)
         target = Target(int(gw.url.rsplit(":", 1)[1]), gw.pid, MODEL, path, config)
         ports = listener_ports(config)
         admin_url = f"http://127.0.0.1:{ports['admin']}" if "admin" in ports else gw.url

@@ -18,17 +18,16 @@ follow. With no `batch.data_dir` configured, these routes answer 404 saying how 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from gateway.batch.model import BatchRecord, FileRecord
 from gateway.batch.service import BatchService
-from gateway.config import TenantConfig
 from gateway.proxy.asgi import read_body, respond_error, send_json
-from gateway.proxy.errors import GatewayError
+from gateway.proxy.errors import GatewayError, excerpt
 from gateway.proxy.request import json_object
-from gateway.proxy.tenants import tenant_of
+from gateway.proxy.tenants import TenantKeys
 from gateway.types import Receive, Scope, Send
 
 PREFIXES = ("/v1/files", "/v1/batches")
@@ -53,7 +52,7 @@ class _Call:
 
 
 class BatchRoutes:
-    def __init__(self, service: BatchService | None, tenants: Mapping[str, TenantConfig]) -> None:
+    def __init__(self, service: BatchService | None, tenants: TenantKeys) -> None:
         self._service = service
         self._tenants = tenants
 
@@ -66,9 +65,10 @@ class BatchRoutes:
                     "batch_api_disabled",
                 )
             auth = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-            query = {k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+            raw_query = scope.get("query_string", b"").decode("utf-8", "replace")
+            query = {k: v[-1] for k, v in parse_qs(raw_query).items()}
             parts = scope["path"].strip("/").split("/")[1:]
-            call = _Call(tenant_of(self._tenants, auth), scope["method"], parts, query, scope, receive, send)
+            call = _Call(self._tenants.tenant_of(auth), scope["method"], parts, query, scope, receive, send)
             route = self._files if parts[0] == "files" else self._batches
             await route(self._service, call)
         except GatewayError as err:
@@ -102,7 +102,7 @@ class BatchRoutes:
             payload = json_object(await read_body(c.receive, CREATE_BODY_LIMIT))
             await send_json(c.send, 200, (await service.create(c.tenant, payload)).to_openai())
         elif c.route(1, "GET"):
-            page = await service.list(c.tenant, c.query.get("after"), _limit(c.query, 20))
+            page = await service.list(c.tenant, c.query.get("after"), _limit(c.query, 20, 100))
             await send_json(c.send, 200, _page(*page))
         elif c.route(2, "GET"):
             await send_json(c.send, 200, (await service.get(c.tenant, c.parts[1])).to_openai())
@@ -112,10 +112,12 @@ class BatchRoutes:
             raise _no_route(c)
 
 
-def _limit(query: dict[str, str], default: int) -> int:
+def _limit(query: dict[str, str], default: int, most: int = 10_000) -> int:
+    """`limit` from the query: ASCII digits, from 1 to `most` (OpenAI's bounds: 10,000 files and
+    100 batches per page), else a 400."""
     text = query.get("limit", str(default))
-    if not text.isdigit() or not 1 <= int(text) <= 10_000:
-        raise GatewayError(400, "limit must be an integer from 1 to 10000", "invalid_limit", "limit")
+    if not (text.isascii() and text.isdigit() and len(text) <= 6 and 1 <= int(text) <= most):
+        raise GatewayError(400, f"limit must be an integer from 1 to {most}", "invalid_limit", "limit")
     return int(text)
 
 
@@ -130,4 +132,4 @@ def _page(items: Sequence[FileRecord | BatchRecord], has_more: bool) -> dict[str
 
 
 def _no_route(c: _Call) -> GatewayError:
-    return GatewayError(404, f"no route for {c.method} {c.scope['path']}", "not_found")
+    return GatewayError(404, f"no route for {c.method} {excerpt(c.scope['path'])}", "not_found")

@@ -7,7 +7,10 @@ Starlette's own `request.form()` runs on, but `form()` spools each file to a tem
 own (to be copied again to its place) and has no limit on a file part's size; the callbacks let the
 file part be written once, straight to `<path>.part`, and counted as it goes, so memory stays at
 one chunk whatever the size, and once the size passes `max_bytes` the upload is refused at once
-with 413 (reading no further) and the partial file removed. A complete upload is flushed to disk
+with 413 (reading no further) and the partial file removed. A body the parser cannot read (a part
+header over its bound, no boundary where one is due) is refused with 400 `invalid_multipart`, and
+one that ends before its closing boundary with 400 `upload_incomplete`: only a form that ended as
+multipart says it ends is stored. A complete upload is flushed to disk
 (fsync) and renamed to `path` before its record is committed; a file on disk with no record (a
 crash in between) is removed at start.
 """
@@ -21,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from gateway.proxy.errors import GatewayError
+from gateway.proxy.errors import GatewayError, excerpt
+from gateway.proxy.request import content_length
 from gateway.types import Receive, Scope, Send
 
 FIELD_LIMIT = 1024
@@ -53,6 +58,8 @@ class _Form:
         self._file: BinaryIO | None = None
         self._field = b""
         self.has_file = False
+        self.ended = False
+        """The closing boundary was read."""
 
     def callbacks(self) -> dict[str, object]:
         return {
@@ -63,7 +70,11 @@ class _Form:
             "on_headers_finished": self._headers_finished,
             "on_part_data": self._part_data,
             "on_part_end": self._part_end,
+            "on_end": self._end,
         }
+
+    def _end(self) -> None:
+        self.ended = True
 
     def _header_field(self, data: bytes, start: int, end: int) -> None:
         self._header += data[start:end]  # the parser bounds a header's size and count
@@ -91,7 +102,7 @@ class _Form:
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._file is None:
-            self._field = _bounded(self._field + data[start:end], f"form field {self._name!r}")
+            self._field = _bounded(self._field + data[start:end], f"form field {excerpt(self._name)}")
             return
         self.upload.size += end - start
         if self.upload.size > self._max_bytes:
@@ -112,21 +123,18 @@ class _Form:
 async def receive_upload(scope: Scope, receive: Receive, path: Path, max_bytes: int) -> Upload:
     """Stream a multipart upload's file part to `path`; the other fields come back in `fields`."""
     boundary = _boundary(scope)
-    length = next((int(v) for k, v in scope["headers"] if k == b"content-length" and v.isdigit()), 0)
+    length = max(0, next((content_length(v) for k, v in scope["headers"] if k == b"content-length"), 0))
     if length > max_bytes + 64 * 1024:  # the form's own bytes are small beside the limit
         raise GatewayError(413, f"the upload is over the limit of {max_bytes} bytes", "file_too_large")
     part = path.with_name(path.name + ".part")
     form = _Form(part, max_bytes)
     parser = MultipartParser(boundary, form.callbacks())  # type: ignore[arg-type]
     try:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise GatewayError(400, "the client went away during the upload", "upload_incomplete")
-            parser.write(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        parser.finalize()
+        await _parse(parser, receive)
+        if not form.ended:
+            raise GatewayError(
+                400, "the upload ends before its closing multipart boundary", "upload_incomplete"
+            )
         f = form.close_file()
         if f is None:
             raise GatewayError(400, "Missing required parameter: 'file'.", "missing_file", param="file")
@@ -139,6 +147,23 @@ async def receive_upload(scope: Scope, receive: Receive, path: Path, max_bytes: 
             part.unlink()
         raise
     return form.upload
+
+
+async def _parse(parser: MultipartParser, receive: Receive) -> None:
+    """Feed the request body to `parser` as it arrives; what it cannot parse is a 400."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise GatewayError(400, "the client went away during the upload", "upload_incomplete")
+        try:
+            parser.write(message.get("body", b""))
+        except MultipartParseError as exc:
+            raise GatewayError(
+                400, f"the upload is not valid multipart: {exc}", "invalid_multipart"
+            ) from None
+        if not message.get("more_body"):
+            parser.finalize()
+            return
 
 
 def _bounded(value: bytes, what: str) -> bytes:

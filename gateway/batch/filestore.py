@@ -18,7 +18,7 @@ from gateway.batch import records
 from gateway.batch.files import receive_upload, send_file
 from gateway.batch.model import FileRecord, new_id
 from gateway.batch.store import Store
-from gateway.proxy.errors import GatewayError
+from gateway.proxy.errors import GatewayError, excerpt
 from gateway.types import Receive, Scope, Send
 
 log = logging.getLogger("gateway.batch")
@@ -73,7 +73,7 @@ class FileStore:
     async def get(self, tenant: str, file_id: str) -> FileRecord:
         record = await self._store.run(records.get_file, tenant, file_id)
         if record is None:
-            raise GatewayError(404, f"No such File object: {file_id}", "file_not_found", "file_id")
+            raise GatewayError(404, f"No such File object: {excerpt(file_id)}", "file_not_found", "file_id")
         return record
 
     async def list(

@@ -130,9 +130,16 @@ class BatchRecord:
         return out
 
 
+MAX_WINDOW = 30 * 24 * 3600
+"""Longest completion window, in seconds: 30 days, the longest expiry OpenAI gives a file."""
+
+
 def parse_window(text: str) -> int | None:
-    """Seconds in a completion window: OpenAI's `24h`, or any `<n>h`, `<n>m`, `<n>s`."""
+    """Seconds in a completion window: OpenAI's `24h`, or any `<n>h`, `<n>m`, `<n>s` of ASCII digits
+    up to MAX_WINDOW; None for anything else."""
     unit = {"h": 3600, "m": 60, "s": 1}.get(text[-1:])
-    if unit is None or not text[:-1].isdigit() or int(text[:-1]) <= 0:
+    digits = text[:-1]
+    if unit is None or not (0 < len(digits) <= 7 and digits.isascii() and digits.isdigit()):
         return None
-    return int(text[:-1]) * unit
+    seconds = int(digits) * unit
+    return seconds if 0 < seconds <= MAX_WINDOW else None

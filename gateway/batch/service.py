@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from gateway.batch import lines, records
 from gateway.batch.filestore import FileStore
 from gateway.batch.inprocess import Handler
-from gateway.batch.model import ENDPOINTS, BatchRecord, FileRecord, new_id, parse_window
+from gateway.batch.model import ENDPOINTS, MAX_WINDOW, BatchRecord, FileRecord, new_id, parse_window
 from gateway.batch.output import BATCH_CANCELLED, BATCH_EXPIRED, NOT_RUN
 from gateway.batch.progress import Progress
 from gateway.batch.runner import BatchRun, ResultWriter
@@ -33,7 +33,7 @@ from gateway.batch.store import Store
 from gateway.batch.validation import Validation
 from gateway.config.batch import BatchConfig
 from gateway.metrics import Metrics
-from gateway.proxy.errors import GatewayError
+from gateway.proxy.errors import GatewayError, excerpt
 from gateway.runtime.tasks import stop_tasks
 from gateway.types import Clock
 
@@ -124,7 +124,7 @@ class BatchService:
         )
         if not await self.store.run(records.insert_batch, b):
             raise GatewayError(
-                404, f"No such File object: {input_file_id}", "file_not_found", "input_file_id"
+                404, f"No such File object: {excerpt(input_file_id)}", "file_not_found", "input_file_id"
             )
         self.progress.moved(b, "")
         self._drive(b)
@@ -133,7 +133,9 @@ class BatchService:
     async def get(self, tenant: str, batch_id: str) -> BatchRecord:
         b = await self.store.run(records.get_batch, tenant, batch_id)
         if b is None:
-            raise GatewayError(404, f"No batch found with id '{batch_id}'.", "batch_not_found", "batch_id")
+            raise GatewayError(
+                404, f"No batch found with id {excerpt(batch_id)}.", "batch_not_found", "batch_id"
+            )
         return b
 
     async def list(self, tenant: str, after: str | None, limit: int) -> tuple[list[BatchRecord], bool]:
@@ -267,7 +269,7 @@ def _checked(payload: Mapping[str, object]) -> tuple[str, int, dict[str, str] | 
     if endpoint not in ENDPOINTS:
         raise GatewayError(
             400,
-            f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}",
+            f"endpoint must be one of {', '.join(ENDPOINTS)}, got {excerpt(endpoint)}",
             "invalid_endpoint",
             "endpoint",
         )
@@ -276,7 +278,8 @@ def _checked(payload: Mapping[str, object]) -> tuple[str, int, dict[str, str] | 
     if window is None:
         raise GatewayError(
             400,
-            f"completion_window must be like '24h', got {window_text!r}",
+            f"completion_window must be like '24h' (at most {MAX_WINDOW // 3600}h), "
+            f"got {excerpt(window_text)}",
             "invalid_window",
             "completion_window",
         )
@@ -284,9 +287,15 @@ def _checked(payload: Mapping[str, object]) -> tuple[str, int, dict[str, str] | 
     if metadata is not None and (
         not isinstance(metadata, dict)
         or len(metadata) > 16
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())
+        or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+            for k, v in metadata.items()
+        )
     ):
         raise GatewayError(
-            400, "metadata must map at most 16 strings to strings", "invalid_metadata", "metadata"
+            400,
+            "metadata must map at most 16 keys of up to 64 characters to strings of up to 512",
+            "invalid_metadata",
+            "metadata",
         )
     return str(endpoint), window, metadata

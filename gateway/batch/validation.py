@@ -3,6 +3,9 @@
 A line is one JSON object `{"custom_id", "method", "url", "body"}` (OpenAI's batch input format,
 which vLLM's offline `run-batch` also reads). A batch fails, with OpenAI's `errors` list (code,
 message, param, 1-based line), when any line:
+- is longer than MAX_LINE_BYTES (`line_too_large`: the default request body limit, which the line's
+  request would meet when it runs) or could hold more values than the gateway parses at once
+  (`json_too_complex`, gateway.proxy.json_cost): checked before the line is parsed;
 - is not a JSON object (`invalid_json_line`);
 - lacks `custom_id`, `method`, `url`, `body` or `body.model` (`missing_required_parameter`);
 - repeats a `custom_id` of an earlier line (`duplicate_custom_id`): answers are matched to requests
@@ -13,7 +16,9 @@ message, param, 1-based line), when any line:
 - names another model than the first line (`mismatched_model`): one batch is one model, as at
   OpenAI, so it is queued, limited and reported as one;
 or when the file has no request (`empty_file`) or more than `max_lines` (`too_many_lines`).
-Blank lines are skipped. At most `MAX_ERRORS` errors are listed; validation stops there.
+Blank lines are skipped. At most `MAX_ERRORS` errors are listed; validation stops there. An error
+quotes at most an excerpt of a value it rejects (gateway.proxy.errors.excerpt), so a batch's errors
+stay a few kilobytes whatever its lines hold.
 
 Pure: the caller reads the file and receives each valid line through `accept`.
 """
@@ -25,7 +30,11 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from gateway.proxy.errors import excerpt
+from gateway.proxy.json_cost import json_cost_problem
+
 MAX_ERRORS = 100
+MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -72,6 +81,11 @@ def _check(
     raw: bytes, endpoint: str, seen: set[str], result: Validation
 ) -> str | tuple[str, str, str | None]:
     """The line's custom_id, or (code, message, param) of its first problem."""
+    if len(raw) > MAX_LINE_BYTES:
+        return "line_too_large", f"This line is over {MAX_LINE_BYTES} bytes.", None
+    problem = json_cost_problem(raw)
+    if problem is not None:
+        return "json_too_complex", f"This line has {problem}.", None
     try:
         line = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -87,17 +101,17 @@ def _check(
     if custom_id in seen:
         return (
             "duplicate_custom_id",
-            f"The custom_id {custom_id!r} is a duplicate of an earlier line's; each request in a "
+            f"The custom_id {excerpt(custom_id)} is a duplicate of an earlier line's; each request in a "
             "batch needs a unique custom_id.",
             "custom_id",
         )
     seen.add(custom_id)
     if line["method"] != "POST":
-        return "invalid_method", f"method must be POST, got {line['method']!r}.", "method"
+        return "invalid_method", f"method must be POST, got {excerpt(line['method'])}.", "method"
     if line["url"] != endpoint:
         return (
             "invalid_url",
-            f"The url {line['url']!r} does not match the batch's endpoint {endpoint!r}.",
+            f"The url {excerpt(line['url'])} does not match the batch's endpoint {endpoint!r}.",
             "url",
         )
     if not isinstance(body, dict):
@@ -112,7 +126,8 @@ def _check(
     elif model != result.model:
         return (
             "mismatched_model",
-            f"The model {model!r} differs from {result.model!r} of the first line; a batch uses one model.",
+            f"The model {excerpt(model)} differs from {excerpt(result.model)} of the first line; "
+            "a batch uses one model.",
             "body.model",
         )
     return custom_id

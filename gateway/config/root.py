@@ -64,8 +64,11 @@ class GatewayConfig:
     state: StateConfig = field(default_factory=StateConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
 
-    def tenant_for_key(self) -> dict[str, TenantConfig]:
-        return {key: t for t in self.tenants for key in t.api_keys}
+    def exposes_backend(self) -> bool:
+        """`x-gateway-backend` on answers: as `headers.expose_backend` says, else while no tenants
+        are configured (which backend served a request tells a tenant about the others' load)."""
+        expose = self.headers.expose_backend
+        return not self.tenants if expose is None else expose
 
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:

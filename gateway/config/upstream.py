@@ -46,6 +46,8 @@ class HeaderConfig:
     """Request headers dropped before forwarding, besides the client credentials always dropped."""
     passed: tuple[str, ...] = ()
     """Client credential headers forwarded anyway (`headers.pass`)."""
+    expose_backend: bool | None = None
+    """Name the backend in `x-gateway-backend`; None: only while no tenants are configured."""
 
 
 def parse_timeouts(r: ConfigReader, data: Mapping[str, Any]) -> TimeoutConfig:
@@ -82,9 +84,15 @@ def parse_health(r: ConfigReader, data: Mapping[str, Any]) -> HealthConfig:
 
 def parse_headers(r: ConfigReader, data: Mapping[str, Any]) -> HeaderConfig:
     h = r.section(data, "headers", "")
-    r.unknown(h, {"sensitive", "pass"}, "headers.")
+    r.unknown(h, {"sensitive", "pass", "expose_backend"}, "headers.")
+    expose = h.get("expose_backend")
+    if expose is not None and not isinstance(expose, bool):
+        r.problems.append("headers.expose_backend: must be true or false")
+        expose = None
     headers = HeaderConfig(
-        sensitive=r.names(h, "sensitive", "headers."), passed=r.names(h, "pass", "headers.")
+        sensitive=r.names(h, "sensitive", "headers."),
+        passed=r.names(h, "pass", "headers."),
+        expose_backend=expose,
     )
     for name in headers.passed:
         if name.encode() not in CREDENTIAL_HEADERS:

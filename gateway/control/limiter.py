@@ -151,9 +151,9 @@ class Limiter:
     def has_room(self) -> bool:
         return self._inflight.has_room()
 
-    def acquire(self) -> Slot:
-        """Admit one request; raises if there is no room (ask `has_room` first)."""
-        return self._inflight.acquire()
+    def acquire(self, sequences: int = 1) -> Slot:
+        """Admit one request of `sequences` sequences; raises if there is no room (ask `has_room`)."""
+        return self._inflight.acquire(sequences)
 
     # -- what slots report (slots.SlotEvents) -------------------------------------------------
 

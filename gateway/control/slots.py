@@ -5,8 +5,13 @@ gives it back. Each slot is released exactly once (a second release raises), so 
 number of admitted requests that have not ended, on every path.
 
 Rules:
+- The count is of sequences: a request the engine runs as n sequences (OpenAI's `n`, several
+  prompts) counts n, capped at the limit, since the engine's batch, KV cache and step time grow with
+  sequences, not requests (vLLM's own running count fans `n` out the same way).
 - The count never exceeds the limit at acquire: the caller asks `has_room` first, and `acquire`
   refuses rather than overbook, because an overbooked backend is what the limit exists to prevent.
+  A request of n sequences is admitted while one slot is free, so it may take the count past the
+  limit by n - 1 until it ends; nothing more is admitted meanwhile.
 - The limit may drop below the count (a cut, a lower ceiling); requests in flight finish, and no new
   one is admitted until the count is below the new limit.
 - `peak` is the highest count since the last `reset_peak`: whether the limit was binding between
@@ -67,17 +72,20 @@ class InFlight:
     def has_room(self) -> bool:
         return self._count < self._limit
 
-    def acquire(self) -> Slot:
+    def acquire(self, sequences: int = 1) -> Slot:
+        """A slot for a request of `sequences` sequences (counted up to the limit)."""
         if self._count >= self._limit:
             raise RuntimeError(f"no room: {self._count} in flight, limit {self._limit}")
-        self._count += 1
+        weight = 1 if sequences <= 1 else min(sequences, max(1, self._limit))
+        self._count += weight
         if self._count > self._peak:
             self._peak = self._count
-        return Slot(self, self._events)
+        return Slot(self, self._events, weight)
 
-    def release(self) -> None:
-        """One request ended. Called by `Slot.release` only, which guarantees once per slot."""
-        self._count -= 1
+    def release(self, weight: int = 1) -> None:
+        """A request of `weight` counted sequences ended. Called by `Slot.release` only, which
+        guarantees once per slot."""
+        self._count -= weight
 
     def set_limit(self, limit: int) -> None:
         """Apply a new limit; whoever raised it tells the waiters (gateway.runtime.loops)."""
@@ -90,11 +98,13 @@ class InFlight:
 class Slot:
     """One admitted request's hold on a backend. Release exactly once."""
 
-    __slots__ = ("_events", "_inflight", "_released", "_ttft_reported")
+    __slots__ = ("_events", "_inflight", "_released", "_ttft_reported", "weight")
 
-    def __init__(self, inflight: InFlight, events: SlotEvents) -> None:
+    def __init__(self, inflight: InFlight, events: SlotEvents, weight: int = 1) -> None:
         self._inflight = inflight
         self._events = events
+        self.weight = weight
+        """Sequences this slot counts in flight."""
         self._released = False
         self._ttft_reported = False
 
@@ -129,4 +139,4 @@ class Slot:
         try:
             self._events.finished(self, sample)
         finally:
-            self._inflight.release()  # the count goes down even if recording the sample failed
+            self._inflight.release(self.weight)  # the count goes down even if recording the sample failed

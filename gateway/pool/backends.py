@@ -105,8 +105,10 @@ class Backend:
         every process (Redis refused the last lease asked for)."""
         return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
 
-    def lease(self, *, background: bool, hand_off: Callable[[Backend], None]) -> Lease:
-        slot = self.limiter.acquire()
+    def lease(self, *, background: bool, hand_off: Callable[[Backend], None], sequences: int = 1) -> Lease:
+        """A slot for one request of `sequences` sequences (with shared slots, one lease in Redis
+        per request whatever its sequences)."""
+        slot = self.limiter.acquire(sequences)
         shared = None
         if self.pump is not None:
             shared = self.pump.take()
@@ -115,7 +117,7 @@ class Backend:
                 raise RuntimeError(f"no shared slot ready on {self.name}")
         lease = Lease(self, slot, hand_off, background, shared)
         if background:
-            self.background_inflight += 1
+            self.background_inflight += slot.weight
         else:
             self._reserve.admitted(self.limiter.inflight - self.background_inflight)
         return lease
@@ -223,7 +225,7 @@ class Lease:
         to the next waiter (the pool's `hand_off`), in this call."""
         shared, self.shared = self.shared, None  # given back once, even if called twice (a bug)
         if self.background:
-            self.target.background_inflight -= 1
+            self.target.background_inflight -= self.slot.weight
         try:
             self.slot.release(sample)
         finally:  # the count went down even if recording the sample failed: the room is real
@@ -287,7 +289,10 @@ class Pool:
         if choice is None:
             return None
         target = serving[choice.backend]
-        lease = target.lease(background=background, hand_off=self.hand_off)
+        route = routes[choice.request]
+        lease = target.lease(
+            background=background, hand_off=self.hand_off, sequences=1 if route is None else route.sequences
+        )
         self.strategy.routed(model, routes[choice.request], loads[choice.backend], choice)
         return choice.request, lease
 

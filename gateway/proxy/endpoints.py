@@ -23,7 +23,7 @@ from gateway.proxy.asgi import ABORT, REQUEST_ID, ClientGone, read_body, respond
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
 from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
-from gateway.proxy.tenants import tenant_of
+from gateway.proxy.tenants import TenantKeys
 from gateway.proxy.upstream import HOP_BY_HOP
 from gateway.types import Clock, Receive, Scope, Send
 
@@ -44,7 +44,9 @@ class OpenAIEndpoints:
         forwarder: Forwarder,
         telemetry: Telemetry,
         clock: Clock,
+        tenants: TenantKeys,
     ) -> None:
+        self._tenants = tenants
         self._pool = pool
         self._forwarder = forwarder
         self._telemetry = telemetry
@@ -53,9 +55,9 @@ class OpenAIEndpoints:
         self.reconfigure(config)
 
     def reconfigure(self, config: GatewayConfig) -> None:
-        """Take a new config (reload): tenants, keys and limits apply to the next request."""
+        """Take a new config (reload): priorities and limits apply to the next request (keys: the
+        shared `TenantKeys`)."""
         self._config = config
-        self._tenants = config.tenant_for_key()
         self._priority = {t.name: (t.priority, t.priority_limit) for t in config.tenants}
         self._dropped = dropped_headers(HOP_BY_HOP, config.headers.sensitive, config.headers.passed)
 
@@ -73,7 +75,7 @@ class OpenAIEndpoints:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = self._clock()
-        head = read_head(scope["headers"], self._dropped)
+        head = read_head(scope["headers"], self._dropped, scope.get("client"))
         scope[REQUEST_ID] = head.request_id
         limit = self._config.max_body_bytes
         if head.content_length > limit:
@@ -84,8 +86,8 @@ class OpenAIEndpoints:
             )
         body = await read_body(receive, limit)
         background: str | None = scope.get(BACKGROUND_TENANT)
-        tenant = tenant_of(self._tenants, head.auth) if background is None else background
-        model, streaming, route = parse_request(body, head.session)
+        tenant = self._tenants.tenant_of(head.auth) if background is None else background
+        model, streaming, route = parse_request(body, head.session, tenant)
         pool = self._pool
         if not pool.known(model):
             if pool.undiscovered():

@@ -58,3 +58,20 @@ class GatewayError(Exception):
             out.append((b"x-should-retry", b"true" if self.should_retry else b"false"))
         out.extend(self.extra_headers)
         return out
+
+
+EXCERPT_CHARS = 64
+"""Characters of a client's value an error quotes: enough to recognise it, never the whole of it."""
+
+
+def excerpt(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """`value` as an error quotes it: repr of a string, JSON's type name of anything else, cut to
+    `limit` characters with the length said, so an error never repeats a large input."""
+    if value is None:
+        return "null"
+    if not isinstance(value, str | int | float):
+        return "an object" if isinstance(value, dict) else "an array"
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(value)
+    return f"{text[:limit]!r}... ({len(text)} characters)"

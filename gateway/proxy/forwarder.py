@@ -65,6 +65,8 @@ class Forwarder:
     ) -> None:
         self.retries = retries
         """Other backends a request may be retried on after one could not take it (config.retries)."""
+        self.expose_backend = True
+        """Answers name their backend in `x-gateway-backend` (config.exposes_backend())."""
         self._queues = queues
         self._upstream = upstream
         self._telemetry = telemetry
@@ -127,10 +129,11 @@ class Forwarder:
 
     async def _exchange(self, out: Outbound, lease: Lease, send: Send, waited: float) -> Exchange:
         extra = [
-            (b"x-gateway-backend", lease.backend.encode()),
             (b"x-request-id", out.ticket.request_id.encode() if out.ticket.request_id else b""),
             (b"x-gateway-queue-wait", b"%.4f" % waited),
         ]
+        if self.expose_backend:
+            extra.append((b"x-gateway-backend", lease.backend.encode()))
         return await self._upstream.exchange(
             lease, out.path, out.body, out.headers, send, streaming=out.streaming, extra_headers=extra
         )

@@ -14,6 +14,12 @@ client meant for somebody else: `CREDENTIAL_HEADERS` (API keys in the forms othe
 them, cookies, OpenAI account headers; see gateway.config) are dropped before forwarding, with any
 the config names as sensitive, unless the config lets them pass.
 
+Forwarding: a header the request's `Connection` names is hop-by-hop (RFC 9110 7.6.1) and stays here,
+as do the gateway's own controls (`x-priority`, `x-queue-timeout`, `x-session-id`). The client's
+address is appended to `X-Forwarded-For`, whatever the client put there kept before it and never
+believed. Values go as the client sent their bytes: the backend client writes UTF-8, so a value that
+is not UTF-8 could not arrive unchanged, and is not forwarded at all.
+
 Priority: `x-priority` may lower a request's priority or choose within what its tenant is allowed
 (`priority` up to `max_priority`); a value above that counts as the maximum, never more.
 """
@@ -30,6 +36,7 @@ import orjson
 
 from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
+from gateway.proxy.json_cost import json_cost_problem
 from gateway.routing import RouteKey
 
 MAX_MODEL_CHARS = 256
@@ -54,16 +61,19 @@ class RequestHead:
     """Headers for the backend: all but the dropped ones, plus the request id."""
 
 
-def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes]) -> RequestHead:
-    """The head of a request from its (lower-case) ASGI headers; `dropped` are never forwarded."""
+def read_head(
+    headers: Iterable[tuple[bytes, bytes]],
+    dropped: frozenset[bytes],
+    client: tuple[str, int] | None = None,
+) -> RequestHead:
+    """The head of a request from its (lower-case) ASGI headers; `dropped` are never forwarded,
+    nor the headers `Connection` names; `client` (its address) is appended to X-Forwarded-For."""
     head = RequestHead()
     request_id = None
+    hop: list[bytes] = []
     for name, value in headers:
         if name == b"content-length":
-            if value.isdigit():
-                head.content_length = (
-                    int(value) if len(value) <= _MAX_LENGTH_DIGITS else 10**_MAX_LENGTH_DIGITS
-                )
+            head.content_length = content_length(value)
         elif name == b"authorization":
             head.auth = value
         elif name == b"x-request-id":
@@ -74,11 +84,45 @@ def read_head(headers: Iterable[tuple[bytes, bytes]], dropped: frozenset[bytes])
             head.timeout = value
         elif name == b"x-session-id":
             head.session = value.decode("latin-1")
+        elif name == b"connection" or name == b"x-forwarded-for":
+            hop.append(name + b":" + value)
         if name not in dropped:
-            head.forward[name.decode("latin-1")] = value.decode("latin-1")
+            try:  # noqa: SIM105 - per header on the hot path: cheaper than a context manager
+                head.forward[name.decode("latin-1")] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # not UTF-8: it could not reach the backend as sent (see the module's docstring)
+    if hop:
+        _drop_named(head.forward, hop)
     head.request_id = request_id or os.urandom(12).hex()
     head.forward["x-request-id"] = head.request_id
+    if client is not None:
+        prior = head.forward.pop("x-forwarded-for", "")
+        head.forward["x-forwarded-for"] = f"{prior}, {client[0]}" if prior else client[0]
     return head
+
+
+def _drop_named(forward: dict[str, str], hop: list[bytes]) -> None:
+    """Drop the headers `Connection` names; join the client's X-Forwarded-For lines into one entry
+    of `forward` (to be appended to)."""
+    chain: list[str] = []
+    for line in hop:
+        name, _, value = line.partition(b":")
+        if name == b"connection":
+            for token in value.split(b","):
+                forward.pop(token.strip().lower().decode("latin-1"), None)
+        elif value.strip():
+            chain.append(value.strip().decode("utf-8", "replace"))
+    if chain:
+        forward["x-forwarded-for"] = ", ".join(chain)
+
+
+def content_length(value: bytes) -> int:
+    """A Content-Length value: its number (10**19 past 19 significant digits, however many zeros
+    lead), or -1 when it is not ASCII digits."""
+    if not value.isdigit():
+        return -1
+    digits = value.lstrip(b"0")
+    return int(digits or b"0") if len(digits) <= _MAX_LENGTH_DIGITS else 10**_MAX_LENGTH_DIGITS
 
 
 def client_request_id(value: bytes) -> str | None:
@@ -95,11 +139,12 @@ def dropped_headers(
     return frozenset(base) | (secret - let_through)
 
 
-def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
+def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> tuple[str, bool, RouteKey]:
     """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
 
     The routing key keeps references into the parsed body and hashes the prompt only if a routing
-    strategy asks; its session is the `x-session-id` header, else the body's `user`.
+    strategy asks; its session is the `x-session-id` header, else the body's `user`; its partition
+    is the tenant's and the body's `cache_salt`.
     """
     payload = json_object(body)
     model = payload.get("model")
@@ -112,11 +157,15 @@ def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, R
             "model_too_long",
             param="model",
         )
-    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
+    return model, payload.get("stream") is True, RouteKey.from_body(payload, session, tenant)
 
 
 def json_object(body: bytes) -> dict[str, Any]:
-    """A request body that must be one JSON object, or a 400 in OpenAI's shape."""
+    """A request body that must be one JSON object, or a 400 in OpenAI's shape (also when it could
+    hold more values than are parsed on the event loop: gateway.proxy.json_cost)."""
+    problem = json_cost_problem(body)
+    if problem is not None:
+        raise GatewayError(400, f"request body has {problem}", "json_too_complex")
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -6,7 +6,7 @@ a request needs a key one of them holds, or it is refused with 401 as OpenAI ref
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 
 from gateway.config import TenantConfig
 from gateway.proxy.errors import GatewayError
@@ -19,8 +19,24 @@ def bearer_token(auth: bytes | None) -> bytes | None:
     return auth[7:] if auth and auth[:7].lower() == b"bearer " else None
 
 
-def tenant_of(tenants: Mapping[str, TenantConfig], auth: bytes | None) -> str:
-    """The tenant holding the bearer key in `auth` (an Authorization header value), or a 401."""
+class TenantKeys:
+    """The configured tenants by API key: the one table every route (inference, files, batches)
+    authenticates against. A reload replaces its contents in place (`update`), so no route can
+    keep a key that a reload took away, or stay open once tenants are configured."""
+
+    def __init__(self, tenants: Iterable[TenantConfig]) -> None:
+        self._by_key: dict[str, TenantConfig] = {}
+        self.update(tenants)
+
+    def update(self, tenants: Iterable[TenantConfig]) -> None:
+        self._by_key = {key: t for t in tenants for key in t.api_keys}
+
+    def tenant_of(self, auth: bytes | None) -> str:
+        """The tenant holding the bearer key in `auth` (an Authorization header value), or a 401."""
+        return _tenant_of(self._by_key, auth)
+
+
+def _tenant_of(tenants: dict[str, TenantConfig], auth: bytes | None) -> str:
     if not tenants:
         return DEFAULT_TENANT
     token = bearer_token(auth)

@@ -25,6 +25,7 @@ HOP_BY_HOP = frozenset(
         b"keep-alive",
         b"proxy-authenticate",
         b"proxy-authorization",
+        b"proxy-connection",
         b"te",
         b"trailer",
         b"transfer-encoding",
@@ -34,9 +35,14 @@ HOP_BY_HOP = frozenset(
         b"authorization",
         b"x-request-id",
         b"x-gateway-backend",
+        b"x-forwarded-for",
+        b"x-priority",
+        b"x-queue-timeout",
+        b"x-session-id",
     }
 )
-"""Request headers never forwarded upstream (hop-by-hop, and those the gateway sets itself)."""
+"""Request headers never forwarded upstream: hop-by-hop (RFC 9110 7.6.1, and those `Connection`
+names), those the gateway sets itself, and its own controls (priority, queue timeout, session)."""
 
 _RESPONSE_DROP = frozenset(
     {

@@ -1,7 +1,10 @@
 """The `prefix` strategy: send a request where its prompt's prefix is cached, within a load bound.
 
 Per model it keeps a `PrefixIndex` (what each backend is expected to cache) and the backend each
-session was last sent to (a bounded LRU of MAX_SESSIONS, so abandoned sessions age out). A choice
+session was last sent to (a bounded LRU of MAX_SESSIONS, so abandoned sessions age out). Both are
+keyed by hashes seeded with the request's tenant and `cache_salt` (gateway.routing.key), so one
+tenant's requests never match, or move, another's, and a session entry is one integer whatever the
+length of the id a client sent: the map holds at most MAX_SESSIONS entries of about 100 bytes. A choice
 scores every backend that may take the request under the imbalance bound (gateway.routing.scorer);
 once the request is sent, its chunks are recorded on that backend and its session moves there.
 
@@ -38,7 +41,7 @@ class PrefixAffinity:
             raise ValueError(f"imbalance must be >= 0, got {imbalance!r}")
         self.imbalance = imbalance
         self._indexes: dict[str, PrefixIndex] = {}
-        self._sessions: dict[str, OrderedDict[str, str]] = {}
+        self._sessions: dict[str, OrderedDict[int, str]] = {}
         self.stats: dict[str, IndexStats] = {}
 
     def choose(self, model: str, routes: Sequence[RouteKey | None], loads: Sequence[Load]) -> Choice | None:

@@ -38,6 +38,7 @@ from gateway.pool.backends import Backend, Pool
 from gateway.proxy.endpoints import OpenAIEndpoints
 from gateway.proxy.forwarder import Forwarder
 from gateway.proxy.routes import Router
+from gateway.proxy.tenants import TenantKeys
 from gateway.proxy.upstream import Upstream
 
 log = logging.getLogger("gateway.runtime.reload")
@@ -53,6 +54,7 @@ class Gateway(Protocol):
     forwarder: Forwarder
     endpoints: OpenAIEndpoints
     router: Router
+    tenants: TenantKeys
 
     def make_backend(self, bc: BackendConfig, config: GatewayConfig) -> Backend: ...
 
@@ -114,8 +116,10 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
     if (old.routing.strategy, old.routing.max_imbalance) != (new.routing.strategy, new.routing.max_imbalance):
         gw.pool.strategy = routing.create(new.routing.strategy, new.routing.max_imbalance)
     gw.config = new
+    gw.tenants.update(new.tenants)
     gw.endpoints.reconfigure(new)
     gw.forwarder.retries = new.retries
+    gw.forwarder.expose_backend = new.exposes_backend()
     gw.upstream.timeouts = new.timeouts
     gw.router.admin = new.admin
     gw.queues.reconfigure(new)

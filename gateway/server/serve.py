@@ -244,6 +244,7 @@ async def serve(
         timeout_keep_alive=config.limits.keep_alive_timeout,  # type: ignore[arg-type]
         server_header=False,
         date_header=False,
+        proxy_headers=False,  # X-Forwarded-For is appended to, never believed (gateway.proxy.request)
     )
     named = listeners(config, public)
     for what, sock in named:

@@ -85,3 +85,37 @@ def test_a_fit_request_id_is_kept(gateway: Proc, recorder: ThreadingHTTPServer) 
     )
     assert resp.headers["x-request-id"] == sent
     assert recorder.seen[-1]["x-request-id"] == sent  # type: ignore[attr-defined]
+
+
+def test_hop_by_hop_and_gateway_control_headers_stay_here_and_bytes_pass_unchanged(
+    gateway: Proc, recorder: ThreadingHTTPServer
+) -> None:
+    sent = {
+        "Connection": "keep-alive, X-Hop-Secret",
+        "X-Hop-Secret": "for the gateway only",
+        "Proxy-Connection": "keep-alive",
+        "Keep-Alive": "timeout=5",
+        "TE": "trailers",
+        "x-priority": "5",
+        "x-queue-timeout": "30",
+        "x-session-id": "s-1",
+        "X-Forwarded-For": "203.0.113.9",
+    }
+    encoded = {k: v.encode() for k, v in sent.items()}
+    encoded["x-utf8"] = "caf\u00e9 \u2615".encode()
+    encoded["x-latin1"] = b"\xe9t\xe9"  # not UTF-8: cannot reach the backend as sent
+    resp = httpx.post(
+        f"{gateway.url}/v1/chat/completions",
+        json={"model": "rec", "messages": []},
+        headers=encoded,  # type: ignore[arg-type]
+        timeout=10,
+    )
+    assert resp.status_code == 200
+    seen = recorder.seen[-1]  # type: ignore[attr-defined]
+    for name in ("x-hop-secret", "proxy-connection", "keep-alive", "te", "x-priority", "x-queue-timeout"):
+        assert name not in seen, name
+    assert "x-session-id" not in seen and "x-latin1" not in seen
+    assert seen.get("connection", "").lower() != "keep-alive, x-hop-secret"
+    assert seen["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"  # appended to, not replaced
+    # http.server reads header bytes as Latin-1: the same bytes the client sent, not re-encoded.
+    assert seen["x-utf8"].encode("latin-1") == encoded["x-utf8"]

@@ -64,6 +64,7 @@ async def test_reload_under_load_fails_no_request_and_keeps_learned_limits(tmp_p
         "controller": {"algorithm": "aimd", "params": {"initial": 2}, "interval": 0.1},
         "sla": {"ttft_p90": 10.0},
         "tenants": [{"name": "t1", "api_keys": ["key-1"]}],
+        "headers": {"expose_backend": True},  # off by default with tenants
         "health": {"interval": 0.2},
     }
     with spawn_sim("--profile", "tiny-cpu") as a, spawn_sim("--profile", "tiny-cpu", "--seed", "2") as b:

@@ -456,7 +456,8 @@ class WarmPool(FakePool):
         if got is None:
             return None
         sessions = [getattr(r, "session", None) for r in routes]
-        return (sessions.index("warm") if "warm" in sessions else 0), got[1]
+        warm = RouteKey(session="warm").session  # sessions are held hashed
+        return (sessions.index(warm) if warm in sessions else 0), got[1]
 
 
 def make_warm(lookahead: int) -> tuple[AdmissionQueue[FakeLease], WarmPool]:

@@ -51,7 +51,7 @@ def test_secrets_come_from_the_environment() -> None:
     }
     config = parse_config(data, env={"K": "backend-secret", "T": "tenant-key"})
     assert config.backends[0].api_key == "backend-secret"
-    assert config.tenant_for_key()["tenant-key"].name == "t"
+    assert config.tenants[0].api_keys == ("tenant-key",)
     with pytest.raises(ConfigError) as info:
         parse_config(data, env={})
     assert len(info.value.problems) == 2
@@ -166,3 +166,12 @@ def test_check_config_names_the_v1_url_to_fix(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "give the server's root, 'http://127.0.0.1:8000'" in result.stdout
+
+
+def test_answers_name_their_backend_only_without_tenants_unless_configured() -> None:
+    base: dict[str, object] = {"backends": [{"url": "http://a:1"}]}
+    tenants = {**base, "tenants": [{"name": "t", "api_keys": ["k"]}]}
+    assert parse_config(base).exposes_backend() and not parse_config(tenants).exposes_backend()
+    assert parse_config({**tenants, "headers": {"expose_backend": True}}).exposes_backend()
+    with pytest.raises(ConfigError):
+        parse_config({**base, "headers": {"expose_backend": "yes"}})

@@ -107,3 +107,14 @@ def test_the_count_goes_down_even_if_recording_the_end_fails() -> None:
     with pytest.raises(ValueError, match="broken receiver"):
         slot.release(None)
     assert slot.released and slots.count == 0 and slots.has_room()
+
+
+def test_a_request_of_n_sequences_counts_n_up_to_the_limit() -> None:
+    slots, _ = inflight(8)
+    three = slots.acquire(3)
+    assert slots.count == 3 and slots.has_room()
+    many = slots.acquire(50)  # admitted with one slot free; counted as at most the limit
+    assert slots.count == 11 and not slots.has_room()
+    many.release(None)
+    three.release(None)
+    assert slots.count == 0 and slots.peak == 11

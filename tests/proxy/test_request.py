@@ -15,11 +15,14 @@ from hypothesis import strategies as st
 
 from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
+from gateway.proxy.json_cost import MAX_CONTAINERS, MAX_VALUES
 from gateway.proxy.request import (
     MAX_MODEL_CHARS,
     MAX_REQUEST_ID,
     client_request_id,
+    content_length,
     dropped_headers,
+    json_object,
     parse_priority,
     parse_request,
     parse_seconds,
@@ -136,3 +139,16 @@ def test_credentials_are_dropped_unless_passed() -> None:
     dropped = dropped_headers({b"host"}, ("X-Internal",), ("cookie",))
     assert b"host" in dropped and b"x-internal" in dropped and b"cookie" not in dropped
     assert CREDENTIAL_HEADERS - {b"cookie"} <= dropped
+
+
+def test_a_body_that_could_hold_too_many_values_is_refused_before_parsing() -> None:
+    ids = b'{"model": "m", "prompt": [' + b"1," * (MAX_VALUES - 10) + b"1]}"
+    assert len(json_object(ids)["prompt"]) == MAX_VALUES - 9  # a 128K-token prompt passes
+    for body in (
+        b'{"model": "m", "prompt": [' + b"1," * MAX_VALUES + b"1]}",
+        b'{"model": "m", "x": [' + b"[]," * MAX_CONTAINERS + b"[]]}",
+    ):
+        with pytest.raises(GatewayError) as info:
+            json_object(body)
+        assert info.value.status == 400 and info.value.code == "json_too_complex"
+    assert content_length(b"0" * 5000 + b"12") == 12 and content_length(b"\xb2") == -1

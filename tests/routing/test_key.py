@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from gateway.routing.key import CHUNK_CHARS, MAX_CHUNKS, RouteKey, chunk_hashes, render_chat, render_prompt
+from gateway.routing.key import (
+    CHUNK_CHARS,
+    MAX_CHUNKS,
+    READ_CHARS,
+    RouteKey,
+    chunk_hashes,
+    render_chat,
+    render_prompt,
+    sequences,
+)
 
 SYSTEM = "You answer questions about the attached report. " * 40  # 1,960 characters
 
@@ -80,12 +89,52 @@ def test_content_parts_and_completion_prompts() -> None:
 
 def test_session_from_header_else_user_field() -> None:
     body = {"model": "m", "messages": [], "user": "u-1"}
-    assert RouteKey.from_body(body).session == "u-1"
-    assert RouteKey.from_body(body, "s-9").session == "s-9"
+    assert RouteKey.from_body(body).session == RouteKey(session="u-1").session
+    assert RouteKey.from_body(body, "s-9").session == RouteKey(session="s-9").session
+    assert RouteKey(session="u-1").session != RouteKey(session="s-9").session
     assert RouteKey.from_body({"model": "m", "prompt": "x", "user": ""}).session is None
+
+
+def test_a_session_id_is_held_as_one_integer_whatever_its_length() -> None:
+    key = RouteKey.from_body({"model": "m", "prompt": "x", "user": "u" * (1 << 20)})
+    assert isinstance(key.session, int)
+
+
+def test_tenants_and_cache_salts_share_no_chunks_and_no_sessions() -> None:
+    body = {"model": "m", "prompt": SYSTEM, "user": "u-1"}
+    a = RouteKey.from_body(body, tenant="a")
+    assert a.chunks == RouteKey.from_body(body, tenant="a").chunks and len(a.chunks) == 7
+    others = [
+        RouteKey.from_body(body, tenant="b"),
+        RouteKey.from_body({**body, "cache_salt": "s"}, tenant="a"),
+    ]
+    for other in others:
+        assert leading_common(a.chunks, other.chunks) == 0 and a.session != other.session
+
+
+def test_the_rendering_reads_only_what_may_be_hashed() -> None:
+    huge_ids = [123456] * 8_000_000
+    assert READ_CHARS <= len(render_prompt(huge_ids)) < READ_CHARS + 16
+    assert RouteKey(prompt=huge_ids).chunks == RouteKey(prompt=huge_ids[:20_000]).chunks
+    many = [{"role": "user", "content": "hello there"}] * 1_000_000
+    assert READ_CHARS <= len(render_chat(many)) < READ_CHARS + 64
+    parts = [{"type": "text", "text": "hello there"}] * 1_000_000
+    assert READ_CHARS <= len(render_chat([{"role": "user", "content": parts}])) < READ_CHARS + 64
 
 
 def test_embeddings_and_short_prompts_have_no_chunks() -> None:
     assert RouteKey.from_body({"model": "m", "input": "x" * 5000}).chunks == ()
     assert RouteKey.from_body({"model": "m", "prompt": "short"}).chunks == ()
     assert len(RouteKey.from_body({"model": "m", "prompt": "p" * 600}).chunks) == 2
+
+
+def test_sequences_count_n_best_of_and_prompts() -> None:
+    assert sequences({"model": "m", "prompt": "x"}) == 1
+    assert sequences({"model": "m", "prompt": "x", "n": 4}) == 4
+    assert sequences({"model": "m", "prompt": "x", "n": 2, "best_of": 5}) == 5
+    assert sequences({"model": "m", "prompt": ["a", "b", "c"], "n": 2}) == 6
+    assert sequences({"model": "m", "prompt": [1, 2, 3]}) == 1  # one prompt of token ids
+    assert sequences({"model": "m", "input": ["a", "b"]}) == 2
+    assert sequences({"model": "m", "prompt": "x", "n": True}) == 1
+    assert sequences({"model": "m", "prompt": "x", "n": 10**9}) == 1024
+    assert RouteKey.from_body({"model": "m", "messages": [], "n": 3}).sequences == 3

@@ -86,6 +86,18 @@ def test_sessions_are_per_model() -> None:
     assert strategy.choose("other", [key("y", session="s")], loads) == Choice(0, 0, 0)
 
 
+def test_one_tenants_prompts_and_sessions_do_not_steer_anothers() -> None:
+    strategy = PrefixAffinity()
+    loads = [Load("b0", 0, 10, True), Load("b1", 0, 10, True)]
+
+    def tenant_key(tenant: str) -> RouteKey:
+        return RouteKey.from_body({"prompt": DOC, "user": "s"}, tenant=tenant)
+
+    strategy.routed("m", tenant_key("a"), loads[1], Choice(0, 1, 0))
+    assert strategy.choose("m", [tenant_key("a")], loads) == Choice(0, 1, len(tenant_key("a").chunks))
+    assert strategy.choose("m", [tenant_key("b")], loads) == Choice(0, 0, 0)
+
+
 def test_a_restarted_backend_is_forgotten() -> None:
     pool = Pool(PrefixAffinity())
     home = pool.send(key(DOC + "q")).backend
