@@ -103,6 +103,9 @@ class Limiter:
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
         self._inflight = InFlight(self._limit, self, on_capacity)
         self._last_decision: Decision | None = None
+        self.engine_p90: dict[Signal, float] = {}
+        """The newest P90 of each signal the algorithm was shown (engine-side, from dispatch): what
+        admission expects the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
@@ -125,6 +128,11 @@ class Limiter:
         self._max_limit = max_limit
         self._limit = clamp(self._limit, floor, max_limit)
         self._refresh_ceiling()
+
+    @property
+    def sla(self) -> SLA:
+        """The engine-side targets the limit is controlled to."""
+        return self._evidence.sla
 
     @property
     def limit(self) -> int:
@@ -234,6 +242,7 @@ class Limiter:
         if binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
+        self.engine_p90.update(obs.p90)
         self._last_tick_at = now
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)

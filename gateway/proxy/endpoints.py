@@ -109,6 +109,7 @@ class OpenAIEndpoints:
             request_id=head.request_id,
             route=route,
             background=background is not None,
+            arrived=arrived,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")

@@ -59,6 +59,8 @@ class Outcome:
     """An exchange with a backend ended (else the request was refused, or is still under way)."""
     complete: bool = True
     """False when the response broke off after its headers: the client connection must be aborted."""
+    patient: bool = False
+    """The request would rather wait than be refused: its wait is not judged against the SLA."""
 
 
 class Forwarder:
@@ -75,7 +77,10 @@ class Forwarder:
     async def forward(self, out: Outbound, send: Send, outcome: Outcome) -> None:
         """Admit, relay and retry `out`, filling `outcome`; raises `GatewayError` for a refusal or a
         failure before anything reached the client."""
-        lease: Lease | None = await self._admit(out, out.ticket, outcome)
+        ticket = self._queues.queue(out.model).classify(out.ticket)
+        outcome.patient = bool(ticket.patient)
+        out = replace(out, ticket=ticket)
+        lease: Lease | None = await self._admit(out, ticket, outcome)
         waited = self._clock() - out.arrived
         if not out.ticket.background:
             self._telemetry.queued(out.model, waited)
