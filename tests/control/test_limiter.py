@@ -164,6 +164,19 @@ def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
         s.release(None)
 
 
+def test_an_idle_backend_keeps_its_limit_for_the_next_burst() -> None:
+    # The sla algorithm would go back to its initial limit after `idle_restart` seconds idle; the
+    # limiter keeps the limit learned, so a burst finds the room the engine gave the last one.
+    lim, clock, _ = limiter("sla")
+    lim.adopt(20)
+    for _ in range(10):
+        clock.advance(1.0)
+        d = lim.tick(queued=0)
+        assert d.reason == "not_binding" and d.direction is Direction.HOLD
+    assert lim.limit == 20
+    assert len(fill(lim)) == 20
+
+
 def test_peak_inflight_resets_each_tick() -> None:
     lim, clock, _ = limiter(min_samples=1)
     busy(lim)
