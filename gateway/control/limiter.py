@@ -5,7 +5,8 @@ its own module: the count of requests in flight and their slots (`slots`), what 
 showed (`evidence`), the KV ceiling (`ceiling`) and the engine's preemption counter (`counters`).
 The limiter wires them: slots report to it, it forwards to the evidence and the ceiling.
 
-    ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), >= floor
+    ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), or the
+                requests the engine took when it last refused one as busy (`engine_busy`), >= floor
     limit     = clamp(algorithm's limit, floor, ceiling), applied at each tick
     in force  = min(limit, ceiling), lowered at once when a scrape lowers the ceiling
 
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gateway.control.algorithms.base import LimitAlgorithm, binds, clamp, direction
+from gateway.control.busy import BusyCeiling
 from gateway.control.ceiling import KVCeiling
 from gateway.control.counters import CounterDelta
 from gateway.control.evidence import Evidence
@@ -105,6 +107,7 @@ class Limiter:
         self.on_sample: Callable[[Sample], None] | None = None
         """Told of each request that finished well here (shared state sends them to the leader)."""
 
+        self._busy = BusyCeiling(window_seconds)
         self._ceiling = max_limit
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
         self._inflight = InFlight(self._limit, self, on_capacity)
@@ -223,11 +226,20 @@ class Limiter:
         """Concurrency the KV cache holds with every request at its full size, if known."""
         return self._kv.whole_request_ceiling()
 
+    def engine_busy(self) -> None:
+        """The engine refused one of the requests in flight as busy: the others are what it takes,
+        a ceiling lowered at once (gateway.control.busy), for `window_seconds`."""
+        self._busy.refused(self.inflight, self._floor, self._clock())
+        self._refresh_ceiling()
+
     def _refresh_ceiling(self) -> None:
         if self.algorithm.respects_kv_ceiling:
             self._ceiling = self._kv.bound(self._floor, self._max_limit)
         else:
             self._ceiling = self._max_limit
+        busy = self._busy.bound(self._clock())
+        if busy is not None:
+            self._ceiling = max(self._floor, min(self._ceiling, busy))
         self._inflight.set_limit(min(self._limit, self._ceiling))
 
     # -- control tick -------------------------------------------------------------------------

@@ -145,6 +145,16 @@ class OpenAIEndpoints:
                 outcome.first_token_at,
                 client_facing=not out.ticket.background,
             )
+            if not (out.ticket.background or outcome.patient or outcome.status == CLIENT_CLOSED):
+                self._telemetry.metrics.client_sla.judge(
+                    out.model,
+                    self._config.sla_for(out.model),
+                    status=outcome.status,
+                    refused=not outcome.exchanged and outcome.status in (429, 503),
+                    arrived=out.arrived,
+                    first_token_at=outcome.first_token_at,
+                    tpot=outcome.tpot,
+                )
 
 
 def abort_connection(scope: Scope) -> None:
