@@ -1,14 +1,17 @@
 """How long an interactive request may wait in the queue and still meet its model's SLA.
 
 The SLA is the client's: its TTFT (and e2e) as the client sees it is the wait in the gateway's
-queue plus the engine's. For each such target T, with E the engine's measured P90 of that signal
-(the worst over the backends that may serve the request) and q the queue's share of the budget
-(`sla.queue_share`), the queue may hold the request for
+queue plus the engine's. For each such target T, with E the engine's expected value of that
+signal (its measured median, the worst over the backends that may serve the request) and q the
+queue's share of the budget (`sla.queue_share`), the queue may hold the request for
 
     budget = T - min(E, (1 - q) T) = max(q T, T - E)
 
-and the least over its targets. The controller holds E at (1 - q) T (gateway.config.sla), so the
-queue gets at least q T and whatever the engine leaves beyond; an engine over its share does not
+and the least over its targets. The expectation, not the P90: a request is refused once it would
+meet its target only as often as not, not already once it would meet it only nine times in ten,
+which refuses work that would have been served in time. The controller holds the engine's
+P90 at (1 - q) T (gateway.config.sla), so the queue gets at least q T and whatever the engine
+leaves beyond; an engine over its share does not
 take the queue's: its limit is the controller's to bring down, and refusing every request that
 must wait would only starve the engine. An admitted request whose predicted wait exceeds its budget
 is refused at once, and one still waiting when its budget runs out is refused then: dispatched,
@@ -34,7 +37,7 @@ PATIENT_SHIFT = 1_000_000
 """Patient requests queue at their priority minus this: below every interactive priority class."""
 
 
-def wait_budget(sla: SLA, engine_p90: Mapping[Signal, float], queue_share: float) -> float | None:
+def wait_budget(sla: SLA, engine: Mapping[Signal, float], queue_share: float) -> float | None:
     """Seconds an interactive request may wait in the queue (see the module doc); None when its
     SLA has no target the wait counts toward."""
     budget: float | None = None
@@ -42,8 +45,7 @@ def wait_budget(sla: SLA, engine_p90: Mapping[Signal, float], queue_share: float
         target = sla.target(signal)
         if target is None:
             continue
-        engine = min(engine_p90.get(signal, 0.0), (1.0 - queue_share) * target)
-        left = target - engine
+        left = target - min(engine.get(signal, 0.0), (1.0 - queue_share) * target)
         budget = left if budget is None else min(budget, left)
     return budget
 

@@ -42,7 +42,7 @@ class ModelQueues:
     def budget(self, model: str) -> float | None:
         """Seconds an interactive request for `model` arriving now may wait in the queue."""
         config = self._config
-        return wait_budget(config.sla_for(model), self.pool.engine_p90(model), config.queue_share)
+        return wait_budget(config.sla_for(model), self.pool.engine_p50(model), config.queue_share)
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """A reloaded config: new bounds and weights for every queue, then a look at each.

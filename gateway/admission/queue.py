@@ -158,6 +158,7 @@ class AdmissionQueue(Generic[L]):
             "drain_rate": None if rate is None else round(rate, 3),
             "oldest_wait": None if oldest is None else round(now - oldest, 3),
             "estimated_wait": _rounded(self.estimated_wait()),
+            "wait_budget": _rounded(self._shed.budget()),
             "admitted_fast": self.counters.admitted_fast,
             "admitted_queued": self.counters.admitted_queued,
             "background_depth": self.background.depth,

@@ -99,7 +99,7 @@ class Shedding(Generic[L]):
         cap = self.tenant_timeouts.get(ticket.tenant, self.timeout)
         asked = cap if ticket.timeout is None else min(ticket.timeout, cap)
         explicit = ticket.timeout is not None or ticket.tenant in self.tenant_timeouts
-        budget = None if self._budget is None else self._budget()
+        budget = self.budget()
         if budget is None:
             return replace(ticket, patient=False, wait=asked)
         if explicit and asked > budget:
@@ -107,6 +107,10 @@ class Shedding(Generic[L]):
         if explicit and asked < budget:
             return replace(ticket, patient=False, wait=asked)
         return replace(ticket, patient=False, wait=budget, budgeted=True)
+
+    def budget(self) -> float | None:
+        """Seconds an interactive request arriving now may wait (None: no target counts the wait)."""
+        return None if self._budget is None else self._budget()
 
     def check_arrival(self, ticket: Ticket, rank: int, limit: float, now: float) -> None:
         """Raise `Rejected` (429 `deadline`) when the request may not wait, or when, at a firm drain

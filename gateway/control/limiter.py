@@ -25,12 +25,13 @@ Rules:
   ticks that saw the limit idle make those seconds: a tick that comes late (a busy host) saw
   nothing in between, and taking the gap for a quiet spell threw away the evidence every 10-12 s
   and held a limit of 8 for 30 s.
-- An idle backend keeps its limit: a decision to lower it because it held nothing back
-  (`not_binding`) is not applied. The SLA is the client's, and a burst that meets a limit fallen
-  back while the backend idled waits in the gateway's queue, for whole answers to finish, while
-  the engine would have batched it at once (at 0.8x capacity with bursty arrivals the gateway
-  served 0.77x the goodput of no gateway, client TTFT P90 2.48 s against 0.79 s). Only evidence
-  lowers a limit: latency over target, or a ceiling.
+- An idle backend keeps its limit (a `not_binding` decision to lower it is not applied): a burst
+  meeting a limit fallen back while it idled waits in the gateway's queue for whole answers to
+  finish, where the engine would batch it at once. Only evidence lowers a limit, or a ceiling.
+- A burst after a quiet spell is taken in at once where the engine has room for it: while the limit
+  has held nothing back for `QUIET` seconds, the limit in force is at least W, the requests the KV
+  cache holds with every request whole (gateway.control.ceiling), so none preempts another; the
+  tick that sees the limit full ends it, and the algorithm judges what it showed as a burst's.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - Every rise of the limit in force wakes whoever waits for capacity.
@@ -112,9 +113,9 @@ class Limiter:
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
         self._inflight = InFlight(self._limit, self, on_capacity)
         self._last_decision: Decision | None = None
-        self.engine_p90: dict[Signal, float] = {}
-        """The newest P90 of each signal the algorithm was shown (engine-side, from dispatch): what
-        admission expects the engine to add to a request's wait (gateway.admission.budget)."""
+        self.engine_p50: dict[Signal, float] = {}
+        """The newest median of each signal the algorithm was shown (engine-side, from dispatch):
+        what admission expects the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
@@ -207,7 +208,7 @@ class Limiter:
             self._limit = new
             self._last_change_at = self._clock()
             self._start_epoch(self._last_change_at)
-        self._inflight.set_limit(min(self._limit, self._ceiling))
+        self._inflight.set_limit(self._in_force())
 
     # -- scrape loop --------------------------------------------------------------------------
 
@@ -226,6 +227,16 @@ class Limiter:
         """Concurrency the KV cache holds with every request at its full size, if known."""
         return self._kv.whole_request_ceiling()
 
+    def _in_force(self) -> int:
+        """The limit in force: the algorithm's under the ceiling; while the limit has held nothing
+        back for `QUIET` seconds, at least what the KV cache holds with every request whole (the
+        burst rule in the module doc)."""
+        limit = min(self._limit, self._ceiling)
+        whole = self._kv.whole_request_ceiling()
+        if whole is None or self._idle_at - self._binding_at < QUIET:
+            return limit
+        return max(limit, min(whole, self._ceiling))
+
     def engine_busy(self) -> None:
         """The engine refused one of the requests in flight as busy: the others are what it takes,
         a ceiling lowered at once (gateway.control.busy), for `window_seconds`."""
@@ -240,7 +251,7 @@ class Limiter:
         busy = self._busy.bound(self._clock())
         if busy is not None:
             self._ceiling = max(self._floor, min(self._ceiling, busy))
-        self._inflight.set_limit(min(self._limit, self._ceiling))
+        self._inflight.set_limit(self._in_force())
 
     # -- control tick -------------------------------------------------------------------------
 
@@ -260,7 +271,7 @@ class Limiter:
         if binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
-        self.engine_p90.update(obs.p90)
+        self.engine_p50.update(obs.p50)
         self._last_tick_at = now
         decision = self.algorithm.update(obs)
         if decision.reason == "not_binding" and decision.limit < self._limit:
@@ -277,7 +288,7 @@ class Limiter:
             self._binding_at = now
         else:
             self._idle_at = now
-        self._inflight.set_limit(self._limit)
+        self._inflight.set_limit(self._in_force())
         self._last_decision = decision
         return decision
 
@@ -355,6 +366,7 @@ class Limiter:
             "kv_usage": stats.kv_usage if stats is not None else None,
             "waiting": stats.waiting if stats is not None else None,
             "preemptions_total": stats.preemptions_total if stats is not None else None,
+            "sla": self.sla.targets(),
             "kv_capacity_tokens": self._kv.capacity,
             "running": stats.running if stats is not None else None,
             "outside_engine": stats.outside(self.inflight) if stats is not None else None,
