@@ -28,7 +28,9 @@ from loadtests.stats import p90
 from loadtests.streaming import StreamReader
 from tests.procs import Proc, spawn_gateway, spawn_sim
 
-PROMPT = "tell me a story about the sea and the ships " * 5
+PROMPT_CHARS = 200
+"""Random digits, a fresh prompt each request as `vllm bench serve`'s random dataset: no prefix is
+shared (the simulator counts about a token a byte)."""
 
 
 @dataclass(slots=True)
@@ -48,7 +50,7 @@ async def one(
 ) -> None:
     body = {
         "model": model,
-        "prompt": PROMPT,
+        "prompt": "".join(random.choice("0123456789") for _ in range(PROMPT_CHARS)),
         "max_tokens": args.max_tokens,
         "ignore_eos": True,
         "stream": True,

@@ -233,9 +233,13 @@ class Limiter:
         burst rule in the module doc)."""
         limit = min(self._limit, self._ceiling)
         whole = self._kv.whole_request_ceiling()
-        if whole is None or self._idle_at - self._binding_at < QUIET:
+        if whole is None or self._fixed() or self._idle_at - self._binding_at < QUIET:
             return limit
         return max(limit, min(whole, self._ceiling))
+
+    def _fixed(self) -> bool:
+        """A fixed limit is obeyed as configured: no burst room."""
+        return self.algorithm.name == "fixed"
 
     def engine_busy(self) -> None:
         """The engine refused one of the requests in flight as busy: the others are what it takes,

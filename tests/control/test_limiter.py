@@ -178,7 +178,8 @@ def test_an_idle_backend_keeps_its_limit_for_the_next_burst() -> None:
 
 
 def test_a_burst_after_a_quiet_spell_gets_what_the_kv_cache_holds_whole() -> None:
-    lim, clock, _ = limiter("fixed", {"limit": 4})
+    lim, clock, _ = limiter("aimd")
+    lim.adopt(4)  # the algorithm's limit, moved: no start from the KV cache
     lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, prompt_tokens=60, output_tokens=40))
     for _ in range(3):  # quiet: the limit held nothing back
@@ -189,10 +190,10 @@ def test_a_burst_after_a_quiet_spell_gets_what_the_kv_cache_holds_whole() -> Non
     assert not lim.has_room()
     clock.advance(1.0)
     lim.tick(queued=5)  # the burst filled it: the algorithm's limit rules again
-    assert lim.limit == 4
+    assert lim.limit < 10
     for slot in burst:
         slot.release(None)
-    assert lim.limit == 4 and lim.has_room()
+    assert lim.limit < 10 and lim.has_room()
 
 
 def test_peak_inflight_resets_each_tick() -> None:

@@ -161,7 +161,7 @@ def test_an_engine_busy_503_is_waited_out_never_passed_to_the_client() -> None:
                 t.join(timeout=60)
             assert len(results) == 6 and all(isinstance(r, str) and r for r in results), results
             state = httpx.get(f"{gw.url}/admin/state").json()["backends"][0]
-            assert state["ceiling"] <= 2 and state["healthy"]
+            assert state["ceiling"] < 6 and state["healthy"]  # lowered by what the engine refused
             assert metric(gw.url, "gateway_requests_total", status="503") == 0
 
 
