@@ -49,7 +49,7 @@ class Gateway:
     ) -> None:
         self.config = config
         self.clock: Clock = clock or time.monotonic
-        self.metrics = Metrics(coordination=config.state.redis_url is not None)
+        self.metrics = Metrics(coordination=config.state.redis_url is not None, clock=self.clock)
         self.telemetry = Telemetry(self.metrics)
         self.pool = Pool(
             (build_backend(bc, config, self.clock) for bc in config.backends),

@@ -38,7 +38,9 @@ async def one(client: httpx.AsyncClient, rng: random.Random, i: int) -> str:
         "ignore_eos": True,
         "stream": rng.random() < 0.7,
     }
-    async with client.stream("POST", "/v1/completions", json=body) as resp:
+    # Clients that would rather wait: the storm needs a deep queue to cancel requests in.
+    headers = {"x-queue-timeout": "20"}
+    async with client.stream("POST", "/v1/completions", json=body, headers=headers) as resp:
         async for _ in resp.aiter_bytes():
             pass
         return str(resp.status_code)

@@ -10,6 +10,7 @@ the health check and scrape in gateway.pool.monitor).
 from __future__ import annotations
 
 from gateway.admission import AdmissionQueue
+from gateway.admission.budget import wait_budget
 from gateway.config import GatewayConfig
 from gateway.pool.backends import Backend, Lease, Pool
 from gateway.types import Clock
@@ -37,9 +38,15 @@ class ModelQueues:
                 tenant_weights=self._weights,
                 lookahead=self._config.routing.lookahead,
                 tenant_timeouts=self._timeouts,
+                budget=lambda: self.budget(model),
             )
             self.by_model[model] = q
         return q
+
+    def budget(self, model: str) -> float | None:
+        """Seconds an interactive request for `model` arriving now may wait in the queue."""
+        config = self._config
+        return wait_budget(config.sla_for(model), self.pool.engine_p50(model), config.queue_share)
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """A reloaded config: new bounds and weights for every queue, then a look at each.

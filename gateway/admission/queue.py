@@ -8,7 +8,10 @@ so is the waiter: of the next waiter and up to `lookahead` - 1 behind it in the 
 the pool serves the one that fits the free backend best (its prompt's prefix cached there), each
 waiter being passed over at most `lookahead` times. Priority and fairness between tenants are
 untouched. When and how a request is refused is `Shedding`'s job; when a waiter's deadline passes
-is the `ExpiryTimer`'s.
+is the `ExpiryTimer`'s. An interactive request's deadline is what its model's TTFT budget leaves
+after the engine's share (gateway.admission.budget), counted from its arrival; a patient one
+(`x-queue-timeout` or its tenant's `queue_timeout`, longer than that) waits what it asked for, in
+priority classes below every interactive one.
 
 A retry (`Ticket.exclude`: the backends that failed it) is admitted like any request, so it keeps
 to priority and fairness; at its turn it goes alone (no lookahead) to a backend it has not tried,
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Generic
 
 from gateway.admission.background import BackgroundLane
+from gateway.admission.budget import rank
 from gateway.admission.drain import DrainRate
 from gateway.admission.fairness import Entry, FairQueue
 from gateway.admission.rejection import Rejected, RejectReason
@@ -62,6 +66,7 @@ class AdmissionQueue(Generic[L]):
         min_backlog: float = 1.0,
         default_retry_after: float = 1.0,
         lookahead: int = 1,
+        budget: Callable[[], float | None] | None = None,
     ):
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
@@ -88,6 +93,7 @@ class AdmissionQueue(Generic[L]):
             timeout=timeout,
             default_retry_after=default_retry_after,
             tenant_timeouts=tenant_timeouts,
+            budget=budget,
         )
         self.counters = QueueCounters(rejected=self._shed.rejected)
         self.background: BackgroundLane[L] = BackgroundLane(
@@ -126,6 +132,11 @@ class AdmissionQueue(Generic[L]):
         entry = self._waiters.fair.peek()
         return entry.tenant if entry is not None else self.background.next_tenant()
 
+    def classify(self, ticket: Ticket) -> Ticket:
+        """`ticket` with its class (interactive or patient) and longest wait decided, as admission
+        would decide them now (gateway.admission.budget); a batch line's is left as it is."""
+        return ticket if ticket.background else self._shed.classify(ticket)
+
     def estimated_wait(self, tenant: str | None = None, priority: int = 0) -> float | None:
         """Seconds a request arriving now would wait; None when the drain rate is unknown."""
         fair = self._waiters.fair
@@ -147,6 +158,7 @@ class AdmissionQueue(Generic[L]):
             "drain_rate": None if rate is None else round(rate, 3),
             "oldest_wait": None if oldest is None else round(now - oldest, 3),
             "estimated_wait": _rounded(self.estimated_wait()),
+            "wait_budget": _rounded(self._shed.budget()),
             "admitted_fast": self.counters.admitted_fast,
             "admitted_queued": self.counters.admitted_queued,
             "background_depth": self.background.depth,
@@ -227,12 +239,15 @@ class AdmissionQueue(Generic[L]):
             )
         if self._shed.expire(now):
             self._changed(now)
-        limit = self._shed.wait_limit(ticket)
-        self._shed.check_arrival(ticket, limit, now)
+        ticket = self._shed.classify(ticket)
+        assert ticket.wait is not None
+        limit = ticket.wait - (0.0 if ticket.arrived is None else max(0.0, now - ticket.arrived))
+        place = rank(ticket.priority, bool(ticket.patient))
+        self._shed.check_arrival(ticket, place, limit, now)
         if self._waiters.depth >= self._shed.bound(now):
             self._shed.make_room(ticket.tenant, now)
         future: asyncio.Future[L] = asyncio.get_running_loop().create_future()
-        waiter = self._waiters.push(ticket, future, now, now + limit)
+        waiter = self._waiters.push(ticket, future, now, now + limit, place)
         self._drain.set_backlogged(now, True)
         self._timer.arm(waiter.deadline, now)
         # A slot may be free although the queue was not empty (a limit rose without a wake).

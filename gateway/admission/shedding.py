@@ -1,5 +1,10 @@
 """When one model's queue refuses a request, and what it tells the refused client.
 
+Each request's longest wait is decided once, at admission (`classify`): an interactive request may
+wait what its TTFT budget leaves (gateway.admission.budget), a patient one what it asked for;
+either counts from its arrival. An interactive waiter whose budget runs out is refused then (429
+`deadline`), never dispatched to miss its target.
+
 Expected wait = (entries served before it + 1) / drain rate, the rate measured by `DrainRate`. Once
 that rate is firm, a request whose expected wait exceeds its deadline is refused at once (429
 `deadline`), and so is a waiter as soon as the rate says its turn will come too late (a burst that
@@ -25,7 +30,8 @@ retry), else what `RetryAdvice` makes of the expected wait and the rate.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Generic
 
 from gateway.admission.advice import RetryAdvice
@@ -56,6 +62,7 @@ class Shedding(Generic[L]):
         timeout: float,
         default_retry_after: float,
         tenant_timeouts: Mapping[str, float] | None,
+        budget: Callable[[], float | None] | None = None,
     ) -> None:
         self.model = model
         self.max_depth = max_depth
@@ -69,6 +76,8 @@ class Shedding(Generic[L]):
         self._drain = drain
         self._clock = clock
         self._advice = RetryAdvice(floor=default_retry_after)
+        self._budget = budget
+        """Seconds an interactive request arriving now may wait (None: no target counts the wait)."""
 
     # -- arrivals ------------------------------------------------------------------------------
 
@@ -79,26 +88,46 @@ class Shedding(Generic[L]):
             return self.max_depth
         return max(self.max_depth, min(int(rate * self.timeout), ELASTIC_LIMIT * self.max_depth))
 
-    def wait_limit(self, ticket: Ticket) -> float:
-        """The longest this request may wait: its own timeout, capped by its tenant's or the queue's."""
+    def classify(self, ticket: Ticket) -> Ticket:
+        """`ticket` with its class and longest wait decided (gateway.admission.budget): the wait it
+        asked for (`x-queue-timeout`, else its tenant's `queue_timeout`; capped by the tenant's or
+        the queue's timeout) if that is longer than the interactive budget, as a patient request;
+        else the budget, or the shorter wait it asked for. Without a target that counts the wait,
+        the wait it asked for or the queue's timeout, as before. Decided once: a retry keeps it."""
+        if ticket.patient is not None and ticket.wait is not None:
+            return ticket
         cap = self.tenant_timeouts.get(ticket.tenant, self.timeout)
-        return cap if ticket.timeout is None else min(ticket.timeout, cap)
+        asked = cap if ticket.timeout is None else min(ticket.timeout, cap)
+        explicit = ticket.timeout is not None or ticket.tenant in self.tenant_timeouts
+        budget = self.budget()
+        if budget is None:
+            return replace(ticket, patient=False, wait=asked)
+        if explicit and asked > budget:
+            return replace(ticket, patient=True, wait=asked)
+        if explicit and asked < budget:
+            return replace(ticket, patient=False, wait=asked)
+        return replace(ticket, patient=False, wait=budget, budgeted=True)
 
-    def check_arrival(self, ticket: Ticket, limit: float, now: float) -> None:
+    def budget(self) -> float | None:
+        """Seconds an interactive request arriving now may wait (None: no target counts the wait)."""
+        return None if self._budget is None else self._budget()
+
+    def check_arrival(self, ticket: Ticket, rank: int, limit: float, now: float) -> None:
         """Raise `Rejected` (429 `deadline`) when the request may not wait, or when, at a firm drain
-        rate, its turn would come after its deadline."""
+        rate, its turn would come after its deadline (`limit` seconds from now)."""
         fair = self._waiters.fair
         rate = self._drain.rate(now) if self._drain.firm(now) else None
-        ahead = 0.0 if rate is None else fair.ahead_of_new(ticket.tenant, ticket.priority)
+        ahead = 0.0 if rate is None else fair.ahead_of_new(ticket.tenant, rank)
         wait = None if rate is None else self.time_for(ahead + 1, rate)
+        what = "time to first token budget" if ticket.budgeted else "deadline"
         if limit <= 0:
-            raise self.reject("deadline", wait, f"no free slot for model {self.model!r} and no wait allowed")
+            raise self.reject("deadline", wait, f"no free slot for model {self.model!r} within its {what}")
         if wait is not None and wait > limit:
             raise self.reject(
                 "deadline",
                 wait,
-                f"expected queue wait {wait:.1f}s ({ahead:.0f} requests ahead at "
-                f"{self.rate_text(now)}) exceeds the {limit:.1f}s deadline",
+                f"expected queue wait {wait:.2f}s ({ahead:.0f} requests ahead at "
+                f"{self.rate_text(now)}) exceeds the {limit:.2f}s left of its {what}",
             )
 
     def make_room(self, tenant: str, now: float) -> None:
@@ -176,14 +205,23 @@ class Shedding(Generic[L]):
             if waiter.future.done():
                 continue
             depth = self._waiters.depth
-            waiter.future.set_exception(
-                self.reject(
+            waited = f"waited {now - waiter.enqueued_at:.1f}s in the queue for model {self.model!r}"
+            if waiter.ticket.budgeted:
+                # Dispatched now, its first token would come after the target: refused instead.
+                refusal = self.reject(
+                    "deadline",
+                    self.drain_time(depth + 1),
+                    f"{waited}: its time to first token budget ran out ({depth} still waiting, "
+                    f"draining at {self.rate_text(now)})",
+                )
+            else:
+                refusal = self.reject(
                     "queue_timeout",
                     self.drain_time(depth + 1),
-                    f"waited {now - waiter.enqueued_at:.1f}s in the queue for model {self.model!r} "
-                    f"without a free slot ({depth} still waiting, draining at {self.rate_text(now)})",
+                    f"{waited} without a free slot ({depth} still waiting, draining at "
+                    f"{self.rate_text(now)})",
                 )
-            )
+            waiter.future.set_exception(refusal)
         return expired
 
     def trim(self, now: float) -> bool:

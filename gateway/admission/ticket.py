@@ -60,3 +60,12 @@ class Ticket:
     """A batch line: served only when no interactive request waits, never shed for its wait."""
     exclude: frozenset[str] = frozenset()
     """Backends this request must not be sent to: those that failed it already (a retry)."""
+    arrived: float | None = None
+    """Clock time the request reached the gateway: its waits, a retry's too, count from here."""
+    patient: bool | None = None
+    """Decided once, at admission (gateway.admission.budget): True for a request that would rather
+    wait than be refused; None until then."""
+    wait: float | None = None
+    """Longest wait from `arrived`, decided with `patient`: its budget, or the wait it asked for."""
+    budgeted: bool = False
+    """`wait` is its SLA budget: running out of it is a refusal (429), not a queue timeout (503)."""

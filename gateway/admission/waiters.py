@@ -43,9 +43,18 @@ class Waiters(Generic[L]):
     def depth(self) -> int:
         return self.fair.depth
 
-    def push(self, ticket: Ticket, future: asyncio.Future[L], now: float, deadline: float) -> Waiter[L]:
+    def push(
+        self,
+        ticket: Ticket,
+        future: asyncio.Future[L],
+        now: float,
+        deadline: float,
+        rank: int | None = None,
+    ) -> Waiter[L]:
+        """Queue a waiter in priority class `rank` (gateway.admission.budget.rank; by default its
+        ticket's priority)."""
         waiter = Waiter(ticket, future, now, deadline)
-        waiter.entry = self.fair.push(waiter, ticket.tenant, ticket.priority)
+        waiter.entry = self.fair.push(waiter, ticket.tenant, ticket.priority if rank is None else rank)
         heapq.heappush(self._deadlines, (deadline, waiter.entry.seq, waiter))
         return waiter
 

@@ -37,7 +37,7 @@ class QueueConfig:
 
 def parse_sla(r: ConfigReader, data: Mapping[str, Any]) -> SLA:
     raw = r.section(data, "sla", "")
-    r.unknown(raw, {"ttft_p90", "tpot_p90", "e2e_p90"}, "sla.")
+    r.unknown(raw, {"ttft_p90", "tpot_p90", "e2e_p90", "models", "queue_share"}, "sla.")
     sla = SLA(*(r.optional_seconds(raw, k, "sla.") for k in ("ttft_p90", "tpot_p90", "e2e_p90")))
     return DEFAULT_SLA if not sla.targets() and "sla" not in data else sla
 

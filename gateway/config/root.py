@@ -6,7 +6,7 @@ collected with its dotted path before any is raised.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from gateway.config.errors import ConfigError
 from gateway.config.listen import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.config.reader import MAX_SECONDS, ConfigReader, default
 from gateway.config.routing import RoutingConfig, parse_routing
+from gateway.config.sla import DEFAULT_QUEUE_SHARE, engine_sla, parse_queue_share, parse_sla_models
 from gateway.config.state import StateConfig, parse_state
 from gateway.config.tenants import TenantConfig, parse_tenants
 from gateway.config.upstream import (
@@ -51,6 +52,11 @@ class GatewayConfig:
     limits: ListenLimits = field(default_factory=ListenLimits)
     admin: AdminConfig = field(default_factory=AdminConfig)
     sla: SLA = DEFAULT_SLA
+    """The default SLA, as the client sees it (see gateway.config.sla)."""
+    sla_models: Mapping[str, SLA] = field(default_factory=dict)
+    """Models with targets of their own (`sla.models`)."""
+    queue_share: float = DEFAULT_QUEUE_SHARE
+    """q: the share of the TTFT and e2e targets kept for the wait in the gateway's queue."""
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     queue: QueueConfig = field(default_factory=QueueConfig)
     timeouts: TimeoutConfig = field(default_factory=TimeoutConfig)
@@ -70,6 +76,16 @@ class GatewayConfig:
         expose = self.headers.expose_backend
         return not self.tenants if expose is None else expose
 
+    def sla_for(self, model: str) -> SLA:
+        """The client-side SLA of `model`: its own (`sla.models`), else the default."""
+        return self.sla_models.get(model, self.sla)
+
+    def engine_sla(self, models: Iterable[str]) -> SLA:
+        """The targets a backend serving `models` is controlled to: the strictest of their SLAs with
+        the queue's share taken out (gateway.config.sla); the default's when no model is known."""
+        slas = [self.sla_for(m) for m in models] or [self.sla]
+        return engine_sla(slas, self.queue_share)
+
 
 def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> GatewayConfig:
     """Build a GatewayConfig or raise ConfigError listing every problem found."""
@@ -82,6 +98,8 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
         port=port,
         backends=parse_backends(r, data),
         sla=parse_sla(r, data),
+        sla_models=parse_sla_models(r, _mapping(data.get("sla"))),
+        queue_share=parse_queue_share(r, _mapping(data.get("sla"))),
         controller=parse_controller(r, data),
         queue=parse_queue(r, data),
         timeouts=parse_timeouts(r, data),
@@ -97,6 +115,11 @@ def parse_config(data: Mapping[str, Any], env: Mapping[str, str] | None = None) 
     if r.problems:
         raise ConfigError(r.problems)
     return config
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """A section already checked to be a mapping (or reported), for a second parser to read."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _parse_address(r: ConfigReader, listen: Mapping[str, Any]) -> tuple[str, int]:

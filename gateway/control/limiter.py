@@ -5,7 +5,8 @@ its own module: the count of requests in flight and their slots (`slots`), what 
 showed (`evidence`), the KV ceiling (`ceiling`) and the engine's preemption counter (`counters`).
 The limiter wires them: slots report to it, it forwards to the evidence and the ceiling.
 
-    ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), >= floor
+    ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), or the
+                requests the engine took when it last refused one as busy (`engine_busy`), >= floor
     limit     = clamp(algorithm's limit, floor, ceiling), applied at each tick
     in force  = min(limit, ceiling), lowered at once when a scrape lowers the ceiling
 
@@ -24,6 +25,13 @@ Rules:
   ticks that saw the limit idle make those seconds: a tick that comes late (a busy host) saw
   nothing in between, and taking the gap for a quiet spell threw away the evidence every 10-12 s
   and held a limit of 8 for 30 s.
+- An idle backend keeps its limit (a `not_binding` decision to lower it is not applied): a burst
+  meeting a limit fallen back while it idled waits in the gateway's queue for whole answers to
+  finish, where the engine would batch it at once. Only evidence lowers a limit, or a ceiling.
+- A burst after a quiet spell is taken in at once where the engine has room for it: while the limit
+  has held nothing back for `QUIET` seconds, the limit in force is at least W, the requests the KV
+  cache holds with every request whole (gateway.control.ceiling), so none preempts another; the
+  tick that sees the limit full ends it, and the algorithm judges what it showed as a burst's.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - The limiter tells no one of a rise: whoever calls `tick`, `adopt` or `observe` hands the room to
@@ -40,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gateway.control.algorithms.base import LimitAlgorithm, binds, clamp, direction
+from gateway.control.busy import BusyCeiling
 from gateway.control.ceiling import KVCeiling
 from gateway.control.counters import CounterDelta
 from gateway.control.evidence import Evidence
@@ -99,10 +108,14 @@ class Limiter:
         self.on_sample: Callable[[Sample], None] | None = None
         """Told of each request that finished well here (shared state sends them to the leader)."""
 
+        self._busy = BusyCeiling(window_seconds)
         self._ceiling = max_limit
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
         self._inflight = InFlight(self._limit, self)
         self._last_decision: Decision | None = None
+        self.engine_p50: dict[Signal, float] = {}
+        """The newest median of each signal the algorithm was shown (engine-side, from dispatch):
+        what admission expects the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
@@ -120,6 +133,11 @@ class Limiter:
         self._max_limit = max_limit
         self._limit = clamp(self._limit, floor, max_limit)
         self._refresh_ceiling()
+
+    @property
+    def sla(self) -> SLA:
+        """The engine-side targets the limit is controlled to."""
+        return self._evidence.sla
 
     @property
     def limit(self) -> int:
@@ -185,7 +203,7 @@ class Limiter:
             self._limit = new
             self._last_change_at = self._clock()
             self._start_epoch(self._last_change_at)
-        self._inflight.set_limit(min(self._limit, self._ceiling))
+        self._inflight.set_limit(self._in_force())
 
     # -- scrape loop --------------------------------------------------------------------------
 
@@ -204,12 +222,35 @@ class Limiter:
         """Concurrency the KV cache holds with every request at its full size, if known."""
         return self._kv.whole_request_ceiling()
 
+    def _in_force(self) -> int:
+        """The limit in force: the algorithm's under the ceiling; while the limit has held nothing
+        back for `QUIET` seconds, at least what the KV cache holds with every request whole (the
+        burst rule in the module doc)."""
+        limit = min(self._limit, self._ceiling)
+        whole = self._kv.whole_request_ceiling()
+        if whole is None or self._fixed() or self._idle_at - self._binding_at < QUIET:
+            return limit
+        return max(limit, min(whole, self._ceiling))
+
+    def _fixed(self) -> bool:
+        """A fixed limit is obeyed as configured: no burst room."""
+        return self.algorithm.name == "fixed"
+
+    def engine_busy(self) -> None:
+        """The engine refused one of the requests in flight as busy: the others are what it takes,
+        a ceiling lowered at once (gateway.control.busy), for `window_seconds`."""
+        self._busy.refused(self.inflight, self._floor, self._clock())
+        self._refresh_ceiling()
+
     def _refresh_ceiling(self) -> None:
         if self.algorithm.respects_kv_ceiling:
             self._ceiling = self._kv.bound(self._floor, self._max_limit)
         else:
             self._ceiling = self._max_limit
-        self._inflight.set_limit(min(self._limit, self._ceiling))
+        busy = self._busy.bound(self._clock())
+        if busy is not None:
+            self._ceiling = max(self._floor, min(self._ceiling, busy))
+        self._inflight.set_limit(self._in_force())
 
     # -- control tick -------------------------------------------------------------------------
 
@@ -229,8 +270,11 @@ class Limiter:
         if binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
+        self.engine_p50.update(obs.p50)
         self._last_tick_at = now
         decision = self.algorithm.update(obs)
+        if decision.reason == "not_binding" and decision.limit < self._limit:
+            decision = replace(decision, limit=self._limit, direction=direction(self._limit, self._limit))
         new = clamp(decision.limit, self._floor, self._ceiling)
         if new != decision.limit:
             decision = replace(decision, limit=new, direction=direction(self._limit, new))
@@ -243,7 +287,7 @@ class Limiter:
             self._binding_at = now
         else:
             self._idle_at = now
-        self._inflight.set_limit(self._limit)
+        self._inflight.set_limit(self._in_force())
         self._last_decision = decision
         return decision
 
@@ -321,6 +365,7 @@ class Limiter:
             "kv_usage": stats.kv_usage if stats is not None else None,
             "waiting": stats.waiting if stats is not None else None,
             "preemptions_total": stats.preemptions_total if stats is not None else None,
+            "sla": self.sla.targets(),
             "kv_capacity_tokens": self._kv.capacity,
             "running": stats.running if stats is not None else None,
             "outside_engine": stats.outside(self.inflight) if stats is not None else None,

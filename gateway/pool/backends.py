@@ -35,7 +35,7 @@ from gateway.coordination.shared_slots import SharedSlot
 from gateway.pool.reserve import InteractiveReserve
 from gateway.routing import Load, RouteKey, Strategy
 from gateway.routing.strategies import LeastLoaded
-from gateway.types import Clock, EngineStats, Sample
+from gateway.types import Clock, EngineStats, Sample, Signal
 
 log = logging.getLogger("gateway.pool.backends")
 
@@ -122,6 +122,17 @@ class Backend:
             self._reserve.admitted(self.limiter.inflight - self.background_inflight)
         return lease
 
+    def follow_sla(self, config: GatewayConfig) -> bool:
+        """Control the limit to the engine-side targets of the models served now (they change when
+        models are discovered): a new algorithm, from the limit learned so far, if they changed."""
+        sla = config.engine_sla(self.models)
+        lim = self.limiter
+        if sla == lim.sla:
+            return False
+        algorithm = algorithms.create(config.controller.algorithm, config.controller.params, sla)
+        lim.reconfigure(algorithm, floor=lim.floor, max_limit=self.config.max_concurrency, sla=sla)
+        return True
+
     def record_success(self) -> None:
         self.consecutive_failures = 0
         self.ejections = 0
@@ -187,14 +198,15 @@ class Backend:
 def build_backend(bc: BackendConfig, config: GatewayConfig, clock: Clock) -> Backend:
     """A backend and its limiter as `config` sets them up."""
     controller = config.controller
+    sla = config.engine_sla(bc.models)
     limiter = Limiter(
-        algorithms.create(controller.algorithm, controller.params, config.sla),
+        algorithms.create(controller.algorithm, controller.params, sla),
         clock=clock,
         floor=bc.min_concurrency,
         max_limit=bc.max_concurrency,
         window_seconds=controller.window_seconds,
         min_samples=controller.min_samples,
-        sla=config.sla,
+        sla=sla,
     )
     return Backend(bc, limiter, config.health, clock, interactive_horizon=config.batch.interactive_horizon)
 
@@ -314,6 +326,17 @@ class Pool:
         """Slots the backends in rotation serving `model` allow now: the sum of their limits."""
         now = self._clock()
         return sum(b.limiter.limit for b in self.backends if model in b.models and b.in_rotation(now))
+
+    def engine_p50(self, model: str) -> dict[Signal, float]:
+        """Per signal, the worst engine-side median among the backends in rotation serving `model`:
+        what the engine is expected to add to a request's wait, wherever it is sent."""
+        now = self._clock()
+        worst: dict[Signal, float] = {}
+        for b in self.backends:
+            if model in b.models and b.in_rotation(now):
+                for signal, value in b.limiter.engine_p50.items():
+                    worst[signal] = max(value, worst.get(signal, value))
+        return worst
 
     def known(self, model: str) -> bool:
         return any(model in b.models for b in self.backends)

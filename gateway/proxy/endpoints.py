@@ -116,6 +116,7 @@ class OpenAIEndpoints:
             request_id=head.request_id,
             route=route,
             background=background is not None,
+            arrived=arrived,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")
@@ -151,6 +152,16 @@ class OpenAIEndpoints:
                 outcome.first_token_at,
                 client_facing=not out.ticket.background,
             )
+            if not (out.ticket.background or outcome.patient or outcome.status == CLIENT_CLOSED):
+                self._telemetry.metrics.client_sla.judge(
+                    out.model,
+                    self._config.sla_for(out.model),
+                    status=outcome.status,
+                    refused=not outcome.exchanged and outcome.status in (429, 503),
+                    arrived=out.arrived,
+                    first_token_at=outcome.first_token_at,
+                    tpot=outcome.tpot,
+                )
 
 
 def abort_connection(scope: Scope) -> None:

@@ -10,6 +10,11 @@ once, on every path, with the exchange's latency sample only when the exchange c
 
 It does not read the request or answer errors: the endpoint (gateway.proxy.endpoints) does, from the
 `Outcome` filled in here and the `GatewayError` raised from here.
+
+An engine that refuses a request as busy (vLLM's 503 past `--max-num-queued-reqs`) is not failing:
+its limit is too high. The limiter lowers it at once (`Limiter.engine_busy`), and the request goes
+back through the queue, to wait within its budget for a slot here or on another backend: the 503
+never reaches a client that can still be served.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from gateway.proxy.errors import GatewayError
 from gateway.proxy.upstream import (
     Exchange,
     Upstream,
+    UpstreamBusy,
     UpstreamRefused,
     UpstreamStopped,
     UpstreamTimeout,
@@ -57,6 +63,10 @@ class Outcome:
     """An exchange with a backend ended (else the request was refused, or is still under way)."""
     complete: bool = True
     """False when the response broke off after its headers: the client connection must be aborted."""
+    patient: bool = False
+    """The request would rather wait than be refused: its wait is not judged against the SLA."""
+    tpot: float | None = None
+    """Its time per output token, when the exchange completed a stream."""
 
 
 class Forwarder:
@@ -75,7 +85,10 @@ class Forwarder:
     async def forward(self, out: Outbound, send: Send, outcome: Outcome) -> None:
         """Admit, relay and retry `out`, filling `outcome`; raises `GatewayError` for a refusal or a
         failure before anything reached the client."""
-        lease: Lease | None = await self._admit(out, out.ticket, outcome)
+        ticket = self._queues.queue(out.model).classify(out.ticket)
+        outcome.patient = bool(ticket.patient)
+        out = replace(out, ticket=ticket)
+        lease: Lease | None = await self._admit(out, ticket, outcome)
         waited = self._clock() - out.arrived
         if not out.ticket.background:
             self._telemetry.queued(out.model, waited)
@@ -90,6 +103,13 @@ class Forwarder:
                 except UpstreamStopped:
                     outcome.status = 503
                     raise shutting_down() from None
+                except UpstreamBusy as exc:
+                    # Not a failure: the limit let more in than the engine takes. The limit comes
+                    # down, and the request waits its turn again within its budget.
+                    busy, lease = lease, None
+                    busy.target.limiter.engine_busy()
+                    busy.release(None)
+                    lease = await self._admit(out, out.ticket, outcome, exc)
                 except (UpstreamUnavailable, UpstreamTimeout) as exc:
                     failed, lease = lease, None
                     failed.release(None)
@@ -105,6 +125,7 @@ class Forwarder:
             outcome.exchanged = True
             outcome.status = result.status
             outcome.first_token_at = result.first_token_at
+            outcome.tpot = None if result.sample is None else result.sample.tpot
             outcome.complete = result.complete
             if result.failed:
                 self._failed(lease.target, f"request failed with {result.status}", answered=True)

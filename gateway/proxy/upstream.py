@@ -70,6 +70,16 @@ class UpstreamRefused(UpstreamUnavailable):
     """The backend answered 503 before sending anything: an answer, and safe to retry."""
 
 
+class UpstreamBusy(UpstreamRefused):
+    """The engine refused the request as too busy to queue it (vLLM's `--max-num-queued-reqs` or
+    `--max-num-queued-tokens`): nothing is wrong with it, it has more requests than it takes."""
+
+
+BUSY_MARKERS = (b"engine is currently busy", b"prefill token backlog limit")
+"""What vLLM (0.32) says in the body of those 503s."""
+_BUSY_BODY_BYTES = 4096
+
+
 class UpstreamTimeout(Exception):
     def __init__(self, backend: str, seconds: float) -> None:
         super().__init__(f"{backend}: no response within {seconds:g} s")
@@ -227,6 +237,9 @@ class Upstream:
     ) -> None:
         """Send the response on as it arrives. The only per-chunk work: token timing and the timer."""
         if resp.status == 503:
+            head = await resp.content.read(_BUSY_BODY_BYTES)
+            if any(marker in head for marker in BUSY_MARKERS):
+                raise UpstreamBusy(f"{lease.backend}: the engine is busy (503)")
             raise UpstreamRefused(f"{lease.backend}: answered 503")
         out_headers = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP]
         out_headers.extend(extra_headers)

@@ -60,7 +60,11 @@ class AdminState:
                 for b in self._pool.backends
             ],
             "models": {
-                model: {**q.state(), "capacity_exhausted": self._queues.capacity_exhausted(model)}
+                model: {
+                    **q.state(),
+                    "capacity_exhausted": self._queues.capacity_exhausted(model),
+                    "sla": config.sla_for(model).targets(),
+                }
                 for model, q in self._queues.by_model.items()
             },
             "coordination": None if self._coordinator is None else self._coordinator.state(),

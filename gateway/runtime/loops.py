@@ -146,6 +146,7 @@ class Loops:
     async def _control_loop(self, backend: Backend) -> None:
         while True:
             await asyncio.sleep(self._config().controller.interval)
+            backend.follow_sla(self._config())  # its models may have been discovered since
             queued = self._queues.queued_for(backend)
             if self._sharing is None:
                 decision: Decision | None = backend.limiter.tick(queued)

@@ -128,11 +128,13 @@ def apply(gw: Gateway, new: GatewayConfig) -> list[str]:
 
 def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list[str]:
     changes: list[str] = []
-    rebuild = (old.controller.algorithm, old.controller.params, old.sla) != (
-        new.controller.algorithm,
-        new.controller.params,
-        new.sla,
-    )
+    rebuild = (
+        old.controller.algorithm,
+        old.controller.params,
+        old.sla,
+        old.sla_models,
+        old.queue_share,
+    ) != (new.controller.algorithm, new.controller.params, new.sla, new.sla_models, new.queue_share)
     current = {(b.name, b.url): b for b in gw.pool.backends}
     backends: list[Backend] = []
     for bc in new.backends:
@@ -143,8 +145,9 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
             changes.append(f"backend {bc.name} added")
         elif rebuild or bc != backend.config or old.health != new.health:
             backend.reconfigure(bc, new.health)
+            sla = new.engine_sla(backend.models)
             algorithm = (
-                algorithms.create(new.controller.algorithm, new.controller.params, new.sla)
+                algorithms.create(new.controller.algorithm, new.controller.params, sla)
                 if rebuild
                 else backend.limiter.algorithm
             )
@@ -152,7 +155,7 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
                 algorithm,
                 floor=bc.min_concurrency,
                 max_limit=bc.max_concurrency,
-                sla=new.sla,
+                sla=sla,
             )
         backends.append(backend)
     for backend in current.values():

@@ -21,6 +21,7 @@ from gateway.sim import tokens
 from gateway.sim.driver import EngineDriver, TokenStream
 from gateway.sim.faults import Faults
 from gateway.sim.openai_format import (
+    ENGINE_BUSY,
     ApiError,
     ChunkWriter,
     Generate,
@@ -218,6 +219,7 @@ class SimApp:
     async def _generate(self, req: Generate, prefix: str, receive: Receive, send: Send) -> None:
         self._maybe_fail()
         await self._front_end()
+        self._admit()
         stream = self.driver.submit(
             req.prompt_len, req.hashes, max_tokens=req.max_tokens, ignore_eos=req.ignore_eos
         )
@@ -234,6 +236,13 @@ class SimApp:
         if stream.aborted and self.driver.faults.die:
             with contextlib.suppress(RuntimeError):
                 await drop_connection(send, receive)
+
+    def _admit(self) -> None:
+        """Refuse as vLLM 0.32's engine client does past `--max-num-queued-reqs`: 503, its words."""
+        cap = self.driver.faults.max_num_queued_reqs
+        engine = self.driver.engine
+        if cap and engine.num_running + engine.num_waiting + 1 > cap:
+            raise ApiError(503, ENGINE_BUSY)
 
     async def _front_end(self) -> None:
         """Hold the request as the API server would before the engine sees it (gateway.sim.frontend):

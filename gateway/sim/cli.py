@@ -12,7 +12,10 @@ from gateway.sim.faults import Faults
 from gateway.sim.profiles import Profile, get_profile, profile_names
 from gateway.sim.server import SimConfig, SimServer
 
-_FAULT_FLAGS = ("speed", "error_rate", "error_status", "frontend_delay", "hang", "die")
+_FAULT_FLAGS = (
+    *("speed", "error_rate", "error_status", "frontend_delay", "hang", "die"),
+    "max_num_queued_reqs",
+)
 
 PROFILE_HELP = {
     "block_size": "tokens per KV-cache block (vLLM --block-size)",
@@ -82,6 +85,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="extra seconds the API server holds every request before the engine sees it",
     )
     faults.add_argument("--hang", action="store_true", help="accept requests and never answer them")
+    faults.add_argument(
+        "--max-num-queued-reqs",
+        type=int,
+        default=0,
+        help="as vLLM 0.32's flag: more unfinished requests than this get 503 'engine busy' (0: no cap)",
+    )
     faults.add_argument(
         "--die", action="store_true", help="drop every connection without an answer, as a crashed server"
     )

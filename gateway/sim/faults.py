@@ -8,6 +8,9 @@
   the hung connections are dropped.
 - die: every route but the admin one drops its connection without an answer, streams in flight
   are cut, and the engine's sequences are aborted.
+- max_num_queued_reqs: as vLLM's flag of that name (0.32), the most unfinished requests (running
+  plus waiting) the engine takes; one more is answered 503 "The engine is currently busy ..."
+  before any byte of it is generated. 0: no cap (vLLM's default).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class Faults:
     frontend_delay: float = 0.0
     hang: bool = False
     die: bool = False
+    max_num_queued_reqs: int = 0
 
     def __post_init__(self) -> None:
         if not self.speed > 0:
@@ -35,6 +39,8 @@ class Faults:
             raise ValueError("error_status must be a 4xx or 5xx status")
         if not self.frontend_delay >= 0:
             raise ValueError("frontend_delay must be >= 0")
+        if self.max_num_queued_reqs < 0:
+            raise ValueError("max_num_queued_reqs must be >= 0 (0: no cap)")
 
     @property
     def normal(self) -> bool:
@@ -55,9 +61,9 @@ class Faults:
             if key in ("hang", "die"):
                 if not isinstance(value, bool):
                     raise ValueError(f"{key} must be a bool")
-            elif key == "error_status":
+            elif key in ("error_status", "max_num_queued_reqs"):
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise ValueError("error_status must be an int")
+                    raise ValueError(f"{key} must be an int")
             elif key in ("speed", "error_rate", "frontend_delay"):
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     raise ValueError(f"{key} must be a number")

@@ -15,7 +15,18 @@ import orjson
 from gateway.sim import tokens
 from gateway.sim.profiles import Profile
 
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError"}
+ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    429: "RateLimitError",
+    503: "Service Unavailable",
+}
+"""vLLM's error `type` per status (a refusal it means to be retried is typed by its HTTP phrase)."""
+ENGINE_BUSY = (
+    "The engine is currently busy and cannot accept new requests. "
+    "Please try again later or on a different instance."
+)
+"""vLLM 0.32's answer (503) past `--max-num-queued-reqs` (vllm.exceptions.QueueOverflowError)."""
 
 
 class ApiError(Exception):

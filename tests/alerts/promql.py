@@ -11,6 +11,7 @@ COUNTERS = (
     "gateway_controller_adjustments_total",
     "gateway_batch_lines_total",
     "gateway_batch_tokens_total",
+    "gateway_sla_requests_total",
 )
 GAUGES = (
     "gateway_queue_depth",
@@ -31,6 +32,8 @@ GAUGES = (
     "gateway_batches",
     "gateway_batch_lines_pending",
     "gateway_batch_inflight_requests",
+    "gateway_client_ttft_p90_seconds",
+    "gateway_client_sla_target_seconds",
 )
 HISTOGRAMS = (
     "gateway_queue_wait_seconds",

@@ -21,6 +21,7 @@ ALERT_NAMES = {
     "GatewayCapacityExhausted",
     "GatewayShedding",
     "GatewaySLABreach",
+    "GatewaySLOBurnRate",
     "GatewayBackendDown",
     "GatewayNoHealthyBackends",
     "GatewayKVCacheSaturated",
@@ -89,6 +90,7 @@ def test_outages_page_and_degradations_warn() -> None:
     severity = {r["alert"]: r["labels"]["severity"] for r in rules()}
     assert {n for n, s in severity.items() if s == "critical"} == {
         "GatewayShedding",
+        "GatewaySLOBurnRate",
         "GatewayNoHealthyBackends",
         "GatewayDown",
     }

@@ -162,6 +162,38 @@ def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
         s.release(None)
 
 
+def test_an_idle_backend_keeps_its_limit_for_the_next_burst() -> None:
+    # The sla algorithm would go back to its initial limit after `idle_restart` seconds idle; the
+    # limiter keeps the limit learned, so a burst finds the room the engine gave the last one.
+    lim, clock, _ = limiter("sla")
+    lim.adopt(20)
+    for _ in range(10):
+        clock.advance(1.0)
+        d = lim.tick(queued=0)
+        assert d.reason == "not_binding" and d.direction is Direction.HOLD
+    assert lim.limit == 20
+    assert len(fill(lim)) == 20
+
+
+def test_a_burst_after_a_quiet_spell_gets_what_the_kv_cache_holds_whole() -> None:
+    lim, clock, _ = limiter("aimd")
+    lim.adopt(4)  # the algorithm's limit, moved: no start from the KV cache
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000))
+    lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, prompt_tokens=60, output_tokens=40))
+    for _ in range(3):  # quiet: the limit held nothing back
+        clock.advance(1.0)
+        lim.tick(queued=0)
+    assert lim.limit == 10  # 1,000 KV tokens hold 10 requests of 100 tokens whole
+    burst = [lim.acquire() for _ in range(10)]
+    assert not lim.has_room()
+    clock.advance(1.0)
+    lim.tick(queued=5)  # the burst filled it: the algorithm's limit rules again
+    assert lim.limit < 10
+    for slot in burst:
+        slot.release(None)
+    assert lim.limit < 10 and lim.has_room()
+
+
 def test_peak_inflight_resets_each_tick() -> None:
     lim, clock = limiter(min_samples=1)
     busy(lim)

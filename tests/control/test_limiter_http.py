@@ -20,7 +20,7 @@ def test_a_whole_answer_twice_past_the_e2e_target_is_a_miss_before_it_arrives() 
         config = {
             "backends": [{"url": sim.url, "name": "a"}],
             "controller": {"algorithm": "fixed", "params": {"limit": 4}},
-            "sla": {"e2e_p90": 0.5},
+            "sla": {"e2e_p90": 0.5, "queue_share": 0},  # the engine side holds the whole target
         }
         with spawn_gateway(config) as gw:
             client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0)

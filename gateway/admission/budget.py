@@ -1,0 +1,55 @@
+"""How long an interactive request may wait in the queue and still meet its model's SLA.
+
+The SLA is the client's: its TTFT (and e2e) as the client sees it is the wait in the gateway's
+queue plus the engine's. For each such target T, with E the engine's expected value of that
+signal (its measured median, the worst over the backends that may serve the request) and q the
+queue's share of the budget (`sla.queue_share`), the queue may hold the request for
+
+    budget = T - min(E, (1 - q) T) = max(q T, T - E)
+
+and the least over its targets. The expectation, not the P90: a request is refused once it would
+meet its target only as often as not, not already once it would meet it only nine times in ten,
+which refuses work that would have been served in time. The controller holds the engine's
+P90 at (1 - q) T (gateway.config.sla), so the queue gets at least q T and whatever the engine
+leaves beyond; an engine over its share does not
+take the queue's: its limit is the controller's to bring down, and refusing every request that
+must wait would only starve the engine. An admitted request whose predicted wait exceeds its budget
+is refused at once, and one still waiting when its budget runs out is refused then: dispatched,
+its first token would come after the target, taking a slot a request that can still meet the SLA
+could have had (gateway.admission.shedding).
+
+Requests that would rather wait say so (`x-queue-timeout`, or their tenant's `queue_timeout`,
+longer than the budget): they are patient, wait up to what they asked, and rank below every
+interactive request (`PATIENT_SHIFT`), so they take no capacity from the interactive class and
+their waits are not judged against its SLA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gateway.types import SLA, Signal
+
+QUEUED: tuple[Signal, ...] = ("ttft", "e2e")
+"""Signals whose client-side value includes the wait in the gateway's queue."""
+
+PATIENT_SHIFT = 1_000_000
+"""Patient requests queue at their priority minus this: below every interactive priority class."""
+
+
+def wait_budget(sla: SLA, engine: Mapping[Signal, float], queue_share: float) -> float | None:
+    """Seconds an interactive request may wait in the queue (see the module doc); None when its
+    SLA has no target the wait counts toward."""
+    budget: float | None = None
+    for signal in QUEUED:
+        target = sla.target(signal)
+        if target is None:
+            continue
+        left = target - min(engine.get(signal, 0.0), (1.0 - queue_share) * target)
+        budget = left if budget is None else min(budget, left)
+    return budget
+
+
+def rank(priority: int, patient: bool) -> int:
+    """Where a request queues: its priority, shifted below every interactive class if patient."""
+    return priority - PATIENT_SHIFT if patient else priority
