@@ -60,3 +60,5 @@ class Ticket:
     """A batch line: served only when no interactive request waits, never shed for its wait."""
     exclude: frozenset[str] = frozenset()
     """Backends this request must not be sent to: those that failed it already (a retry)."""
+    prompt_tokens: int = 0
+    """Estimated prompt tokens: what its tenant is charged for it at dispatch (fair sharing)."""

@@ -14,6 +14,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from gateway.metrics.events import BatchMetrics, ControllerMetrics
 from gateway.metrics.live import LiveGauges
 from gateway.metrics.requests import RequestMetrics
+from gateway.metrics.tenants import TenantMetrics
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -25,6 +26,7 @@ class Metrics:
         self.requests = RequestMetrics(self.registry)
         self.controller = ControllerMetrics(self.registry)
         self.batch = BatchMetrics(self.registry)
+        self.tenants = TenantMetrics(self.registry)
         self.live = LiveGauges(coordination=coordination)
         self.registry.register(self.live)
 

@@ -14,7 +14,7 @@ It does not read the request or answer errors: the endpoint (gateway.proxy.endpo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from starlette.types import Send
 
@@ -23,6 +23,7 @@ from gateway.admission.model_queues import ModelQueues
 from gateway.metrics.telemetry import Telemetry
 from gateway.pool.backends import Backend, Lease
 from gateway.proxy.errors import GatewayError
+from gateway.proxy.metering import Meter
 from gateway.proxy.upstream import (
     Exchange,
     Upstream,
@@ -46,6 +47,10 @@ class Outbound:
     ticket: Ticket
     arrived: float
     """Clock time the request arrived, for its queue wait."""
+    meter: Meter | None = None
+    """Charges its tokens as they become known (fair queue, quota)."""
+    headers_out: tuple[tuple[bytes, bytes], ...] = field(default=())
+    """Headers added to the answer (the tenant's rate-limit state)."""
 
 
 @dataclass(slots=True)
@@ -68,6 +73,7 @@ class Forwarder:
         self.retries = retries
         """Other backends a request may be retried on after one could not take it (config.retries)."""
         self._queues = queues
+        self.queues = queues
         self._upstream = upstream
         self._telemetry = telemetry
         self._clock = clock
@@ -102,6 +108,8 @@ class Forwarder:
                         out, replace(out.ticket, exclude=frozenset(tried)), outcome, exc
                     )
             assert lease is not None
+            if out.meter is not None:
+                out.meter.settle(result.sample)
             outcome.exchanged = True
             outcome.status = result.status
             outcome.first_token_at = result.first_token_at
@@ -133,8 +141,16 @@ class Forwarder:
             (b"x-request-id", out.ticket.request_id.encode() if out.ticket.request_id else b""),
             (b"x-gateway-queue-wait", b"%.4f" % waited),
         ]
+        extra.extend(out.headers_out)
         return await self._upstream.exchange(
-            lease, out.path, out.body, out.headers, send, streaming=out.streaming, extra_headers=extra
+            lease,
+            out.path,
+            out.body,
+            out.headers,
+            send,
+            streaming=out.streaming,
+            extra_headers=extra,
+            on_tokens=out.meter.streamed if out.meter is not None else None,
         )
 
     def _failed(self, backend: Backend, cause: str, *, answered: bool) -> None:

@@ -31,6 +31,7 @@ import orjson
 from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
 from gateway.routing import RouteKey
+from gateway.tenancy.estimate import prompt_tokens
 
 MAX_MODEL_CHARS = 256
 MAX_REQUEST_ID = 128
@@ -95,8 +96,23 @@ def dropped_headers(
     return frozenset(base) | (secret - let_through)
 
 
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    model: str
+    streaming: bool
+    route: RouteKey
+    prompt_tokens: int
+    """Estimated (gateway.tenancy.estimate): what fair sharing and quotas charge until `usage` says."""
+
+
 def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, RouteKey]:
-    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
+    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape."""
+    parsed = parse_body(body, session)
+    return parsed.model, parsed.streaming, parsed.route
+
+
+def parse_body(body: bytes, session: str | None = None) -> ParsedRequest:
+    """What the gateway reads from an OpenAI request body, or a 400 in OpenAI's shape.
 
     The routing key keeps references into the parsed body and hashes the prompt only if a routing
     strategy asks; its session is the `x-session-id` header, else the body's `user`.
@@ -112,7 +128,9 @@ def parse_request(body: bytes, session: str | None = None) -> tuple[str, bool, R
             "model_too_long",
             param="model",
         )
-    return model, payload.get("stream") is True, RouteKey.from_body(payload, session)
+    return ParsedRequest(
+        model, payload.get("stream") is True, RouteKey.from_body(payload, session), prompt_tokens(payload)
+    )
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -72,6 +72,7 @@ _APPLIED = (
     "retries",
     "shutdown_grace",
     "routing",
+    "fairness",
 )
 
 
@@ -171,4 +172,5 @@ def _keep_bound(old: GatewayConfig, new: GatewayConfig) -> GatewayConfig:
         limits=old.limits,
         admin=dataclasses.replace(new.admin, host=old.admin.host, port=old.admin.port),
         state=old.state,
+        usage=old.usage,
     )
