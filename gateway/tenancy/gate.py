@@ -153,8 +153,7 @@ class QuotaGate:
         if enforce:
             verdict = self._book.admit(tenant, share, prompt, now)
         else:
-            self._book.charge(tenant, share, prompt, now)
-            verdict = Verdict(True, share)
+            verdict = self._book.take(tenant, share, prompt, now)
         counted = verdict.allowed and enforce
         return Hold(tenant, share, verdict, hold_id, False, counted, last_flush=now)
 

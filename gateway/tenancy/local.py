@@ -47,6 +47,15 @@ class QuotaBook:
         reason = max(refused, key=lambda k: refused[k]) if refused else ""
         return self._verdict(a, limits, now, not refused, max(refused.values(), default=0.0), reason)
 
+    def take(self, tenant: str, limits: Limits, prompt_tokens: float, now: float) -> Verdict:
+        """Take one request and its prompt without refusing (a batch line): it may go into debt."""
+        a = self._account(tenant, limits, now)
+        if a.tokens is not None:
+            a.tokens.take(prompt_tokens, now)
+        if a.requests is not None:
+            a.requests.take(1.0, now)
+        return self._verdict(a, limits, now, True, 0.0, "")
+
     def charge(self, tenant: str, limits: Limits, tokens: float, now: float) -> None:
         """Tokens learned after admission (output, the prompt's correction): may go into debt."""
         a = self._account(tenant, limits, now)
