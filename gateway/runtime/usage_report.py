@@ -2,7 +2,7 @@
 
 `start` and `end` are Unix seconds or ISO 8601 times (UTC unless the time says otherwise); `end`
 defaults to now and `start` to 24 hours before `end`. Usage is kept per minute, so the range is
-widened to whole minutes: every minute that starts in [start, end) counts. A bad value is a 400 in
+widened to whole minutes: every minute that overlaps [start, end) counts. A bad value is a 400 in
 OpenAI's error shape.
 """
 

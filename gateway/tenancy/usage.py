@@ -76,7 +76,7 @@ class UsageLedger:
                 raise
 
     async def totals(self, start: float, end: float) -> list[UsageRow]:
-        """Per tenant and model over the minutes that start in [start, end) (Unix seconds)."""
+        """Per tenant and model over the minutes that overlap [start, end) (Unix seconds)."""
         await self.flush()
         first, last = int(start // _MINUTE), int(-(-end // _MINUTE))
         return await asyncio.to_thread(self.store.totals, first, last)
