@@ -7,6 +7,8 @@ API does. `x-should-retry: true`: waiting that long is exactly what the client s
 
 from __future__ import annotations
 
+import math
+
 from gateway.proxy.errors import GatewayError
 from gateway.tenancy.buckets import Verdict
 from gateway.tenancy.headers import duration, rate_limit_headers
@@ -25,12 +27,14 @@ def over_quota(tenant: str, verdict: Verdict) -> GatewayError:
         verdict.reason
     )
     left = "" if remaining is None else f", Remaining {max(0, int(remaining))}"
+    # Whole milliseconds, rounded up: a client waiting exactly this long finds the room there.
+    retry_after = math.ceil(verdict.retry_after * 1000) / 1000
     return GatewayError(
         429,
         f"Rate limit reached for tenant {tenant!r} on {label}: Limit {limit}{left}. "
-        f"Please try again in {duration(verdict.retry_after)}.",
+        f"Please try again in {duration(retry_after)}.",
         "rate_limit_exceeded",
-        retry_after=verdict.retry_after,
+        retry_after=retry_after,
         should_retry=True,
         extra_headers=rate_limit_headers(verdict),
     )
