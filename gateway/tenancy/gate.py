@@ -23,7 +23,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.tenancy.buckets import Limits, Verdict
@@ -51,7 +51,7 @@ class Hold:
     """Counted among the tenant's running requests."""
     pending: float = 0.0
     finished: bool = False
-    flushing: bool = field(default=False)
+    flushing: bool = False
     last_flush: float = 0.0
 
 
@@ -87,9 +87,6 @@ class QuotaGate:
     def local_share(self) -> bool:
         """Redis is configured but not answering: this replica enforces its share."""
         return self._down_until is not None
-
-    def limits(self, tenant: str) -> Limits | None:
-        return self._limits.get(tenant)
 
     async def admit(self, tenant: str, prompt_tokens: int, *, enforce: bool = True) -> Hold | None:
         """A hold on the tenant's quotas, or None when the tenant has none. A refused request's

@@ -4,12 +4,14 @@ One row per (minute, tenant, model), so the file grows with the minutes that saw
 tenants and models that sent it, not with requests: a year of one busy tenant on one model is about
 half a million rows. Writes add to a row (`ON CONFLICT ... DO UPDATE`), so several processes may
 share one file; SQLite serialises their transactions (`busy_timeout` lets a writer wait for
-another). Every call here blocks: callers run it off the event loop (gateway.tenancy.usage).
+another). Every call here blocks: callers run it off the event loop (gateway.tenancy.usage), in
+worker threads, so one lock keeps one transaction at a time on the connection.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,28 +63,31 @@ class UsageStore:
         if self.persistent:
             self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute(_SCHEMA)
+        self._lock = threading.Lock()
 
     def add(self, rows: Iterable[UsageRow]) -> None:
         values = [(r.minute, r.tenant, r.model, r.requests, r.prompt_tokens, r.output_tokens) for r in rows]
         if not values:
             return
-        with self._db:
+        with self._lock, self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany(_UPSERT, values)
 
     def totals(self, start_minute: int, end_minute: int) -> list[UsageRow]:
         """Sums per tenant and model over the minutes in [start_minute, end_minute)."""
-        cur = self._db.execute(
-            "SELECT MIN(minute), tenant, model, SUM(requests), SUM(prompt_tokens), SUM(output_tokens) "
-            "FROM usage WHERE minute >= ? AND minute < ? GROUP BY tenant, model ORDER BY tenant, model",
-            (start_minute, end_minute),
-        )
-        return [UsageRow(*row) for row in cur.fetchall()]
+        with self._lock:
+            cur = self._db.execute(
+                "SELECT MIN(minute), tenant, model, SUM(requests), SUM(prompt_tokens), SUM(output_tokens) "
+                "FROM usage WHERE minute >= ? AND minute < ? GROUP BY tenant, model ORDER BY tenant, model",
+                (start_minute, end_minute),
+            )
+            return [UsageRow(*row) for row in cur.fetchall()]
 
     def prune(self, before_minute: int) -> None:
-        with self._db:
+        with self._lock, self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("DELETE FROM usage WHERE minute < ?", (before_minute,))
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
