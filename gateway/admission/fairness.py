@@ -11,9 +11,9 @@ the Virtual Token Counter serves the least-served backlogged client (Sheng et al
 Serving Large Language Models", OSDI 2024). Service is charged when it becomes known: a request's
 prompt when it is dispatched (`cost`, an estimate from its length), the rest through `charge` as the
 backend reports it (output tokens as they stream, the prompt's correction once `usage` says),
-whether or not the tenant still has requests waiting. While tenants stay backlogged, the service
-each receives differs from its share w_i / sum(w) of the total by at most about one request's
-price (the paper's Theorem 4.4 bound, per unit weight).
+whether or not the tenant still has requests waiting. While tenants stay backlogged, their service
+per unit of weight differs by at most a small multiple of the largest request's price (the paper's
+bound), whatever their arrival rates: each receives its share w_i / sum(w) of the service.
 
 No banked credit: a lane that becomes backlogged is lifted to the smallest counter of the lanes
 already backlogged in its class (or, with none, to that of the last lane served), so service it did
