@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint typecheck check bench-proxy bench-sim bench-scenarios bench-algorithms bench-controller-sim \
-	bench-coordination bench-scaleout bench-slots bench-abuse bench-routing bench-batch bench-burst
+	bench-coordination bench-scaleout bench-slots bench-abuse bench-routing bench-batch bench-burst bench-tenants
 
 setup: $(STAMP)
 
@@ -164,6 +164,12 @@ bench-algorithms: setup
 # Cost of a shared slot: Redis lease acquire/release round trips against the in-process count.
 bench-coordination: setup redis
 	$(BIN)/python -m loadtests.bench_coordination
+
+# Token-fair sharing against request-count fairness (two tenants behind a limit of 4), then one
+# token quota across three replicas sharing Redis, and each one's share with Redis stopped.
+bench-tenants: setup redis
+	$(BIN)/python -m loadtests.bench_tenants fairness
+	$(BIN)/python -m loadtests.bench_tenants quota
 
 # One gateway process against --workers 1 and --workers 2 sharing slots through Redis, interleaved;
 # then the goodput of 3 replicas x 2 workers against one process under the same closed-loop load.

@@ -32,6 +32,8 @@ from gateway.proxy.upstream import Upstream
 from gateway.runtime.admin_state import AdminState
 from gateway.runtime.loops import Loops
 from gateway.runtime.reload import Reloader, ReloadResult
+from gateway.runtime.usage_report import usage_report
+from gateway.tenancy.service import Tenancy
 from gateway.types import Clock, Receive, Scope, Send
 
 if TYPE_CHECKING:
@@ -76,8 +78,9 @@ class Gateway:
         )
         self.forwarder.expose_backend = config.exposes_backend()
         self.tenants = TenantKeys(config.tenants)
+        self.tenancy = self._make_tenancy()
         self.endpoints = OpenAIEndpoints(
-            config, self.pool, self.forwarder, self.telemetry, self.clock, self.tenants
+            config, self.pool, self.forwarder, self.telemetry, self.clock, self.tenants, self.tenancy
         )
         self.batches = (
             BatchService(
@@ -106,6 +109,7 @@ class Gateway:
             "/metrics": get(self._metrics, Surface.ADMIN),
             "/admin/state": get(self._state, Surface.ADMIN, needs_key=True),
             "/admin/reload": post(self._reload, Surface.ADMIN, needs_key=True),
+            "/admin/usage": get(self._usage, Surface.ADMIN, needs_key=True),
         }
         batch_routes = batch_api.BatchRoutes(self.batches, self.tenants)
         prefixed = {p: Route(batch_routes, batch_api.METHODS) for p in batch_api.PREFIXES}
@@ -129,6 +133,19 @@ class Gateway:
             namespace=state.namespace,
             lease_seconds=state.lease_seconds,
             timeout=state.timeout,
+        )
+
+    def _make_tenancy(self) -> Tenancy:
+        """Quotas (in the coordinator's Redis when there is one) and usage."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return Tenancy(self.config, self.metrics.tenants, clock=self.clock)
+        return Tenancy(
+            self.config,
+            self.metrics.tenants,
+            clock=self.clock,
+            redis=coordinator.redis,
+            replicas=lambda: coordinator.fallback.replicas,
         )
 
     def _share_slots(self) -> SharedAdmission | None:
@@ -169,6 +186,7 @@ class Gateway:
     async def start(self) -> None:
         await self.upstream.start()
         await self.loops.start()
+        await self.tenancy.start()
         if self.batches is not None:
             await self.batches.start()
         for b in self.pool.backends:
@@ -180,6 +198,7 @@ class Gateway:
     async def stop(self) -> None:
         if self.batches is not None:
             await self.batches.stop()
+        await self.tenancy.stop()
         await self.loops.stop()
         if self.sharing is not None:
             await self.sharing.close()  # gives back what ended, then closes the coordinator
@@ -255,6 +274,10 @@ class Gateway:
 
     async def _state(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send_json(send, 200, self.state())
+
+    async def _usage(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status, document = await usage_report(self.tenancy.usage, scope.get("query_string", b""))
+        await send_json(send, status, document)
 
     async def _reload(self, scope: Scope, receive: Receive, send: Send) -> None:
         result = self.reload()

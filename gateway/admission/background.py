@@ -34,30 +34,31 @@ class BackgroundLane(Generic[L]):
         self.model = model
         self.admitted = 0
         self._source = source
-        self._fair = fair
+        self.fair = fair
         self._no_other_backend = no_other_backend
         """The refusal of a retry that only the backends that failed it have room for."""
 
     @property
     def depth(self) -> int:
-        return self._fair.depth
+        return self.fair.depth
 
     def next_tenant(self) -> str | None:
-        entry = self._fair.peek()
+        entry = self.fair.peek()
         return entry.tenant if entry is not None else None
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
-        self._fair.set_weights(weights)
+        self.fair.set_weights(weights)
 
     async def admit(self, ticket: Ticket, *, interactive_waiting: bool) -> L:
         """A lease on a slot no interactive request wants; waits, without a deadline, for one."""
-        if not interactive_waiting and not self._fair.depth:
+        if not interactive_waiting and not self.fair.depth:
             got = self._source.pick(self.model, (ticket.route,), exclude=ticket.exclude, background=True)
             if got is not None:
                 self.admitted += 1
+                self.fair.served(ticket.tenant, ticket.priority, ticket.prompt_tokens)
                 return got[1]
         future: asyncio.Future[L] = asyncio.get_running_loop().create_future()
-        entry = self._fair.push((future, ticket), ticket.tenant, ticket.priority)
+        entry = self.fair.push((future, ticket), ticket.tenant, ticket.priority, ticket.prompt_tokens)
         if not interactive_waiting:
             self.dispatch()
         try:
@@ -70,19 +71,19 @@ class BackgroundLane(Generic[L]):
         """Hand slots to waiters while the pool has spare ones. Call only when no interactive
         request waits."""
         n = 0
-        while (entry := self._fair.peek()) is not None:
+        while (entry := self.fair.peek()) is not None:
             future, ticket = entry.item
             if future.done():  # cancelled; its task has not resumed yet
-                self._fair.remove(entry)
+                self.fair.remove(entry)
                 continue
             got = self._source.pick(self.model, (ticket.route,), exclude=ticket.exclude, background=True)
             if got is None:
                 if not ticket.exclude or not self._source.has_room(self.model, background=True):
                     break
-                self._fair.remove(entry)
+                self.fair.remove(entry)
                 future.set_exception(self._no_other_backend(ticket.exclude))
                 continue
-            self._fair.pop()
+            self.fair.pop()
             future.set_result(got[1])
             n += 1
         self.admitted += n
@@ -90,15 +91,15 @@ class BackgroundLane(Generic[L]):
 
     def close(self, error: Exception) -> None:
         """Answer every waiter with `error` (the gateway is shutting down)."""
-        while (entry := self._fair.peek()) is not None:
-            self._fair.remove(entry)
+        while (entry := self.fair.peek()) is not None:
+            self.fair.remove(entry)
             if not entry.item[0].done():
                 entry.item[0].set_exception(error)
 
     def _abandon(self, entry: Entry[tuple[asyncio.Future[L], Ticket]]) -> None:
         future = entry.item[0]
         if entry.live:
-            self._fair.remove(entry)
+            self.fair.remove(entry)
         elif not future.cancelled() and future.done() and future.exception() is None:
             # Granted in the same tick as the cancellation: the slot goes back to the pool.
             future.result().release(None)

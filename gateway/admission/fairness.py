@@ -1,20 +1,25 @@
-"""Waiting order: strict priority classes, start-time fair queueing of tenants, FIFO per tenant.
+"""Waiting order: strict priority classes, weighted fair sharing of service between tenants, FIFO per tenant.
 
-Within one priority class each tenant i has a lane (a FIFO) and a weight w_i. Every request costs
-one unit of service, so start-time fair queueing (Goyal, Vin and Cheng, "Start-time Fair Queueing",
-SIGCOMM 1996) tags the head of lane i with
+Within one priority class each tenant i has a lane (a FIFO), a weight w_i and a counter c_i of the
+service it received divided by its weight. The service a request costs is its price (`Pricing`):
 
-    S_i = max(v, F_i)        F_i = S_i + 1 / w_i once that head is dispatched
+    tokens:    w_p * prompt_tokens + w_q * output_tokens    (the Virtual Token Counter)
+    requests:  1 per request
 
-where v, the class's virtual time, is the start tag of the request dispatched last, and F_i is the
-finish tag of lane i's previous request. The head with the smallest start tag goes first (ties by
-arrival). While tenants are backlogged, tenant i receives a share w_i / sum(w) of the dispatches,
-whatever their arrival rates; a tenant that was idle re-enters at the current virtual time, so it
-neither banks credit while idle nor waits behind another tenant's backlog.
+The next request is the head of the backlogged lane with the smallest counter (ties by arrival), as
+the Virtual Token Counter serves the least-served backlogged client (Sheng et al., "Fairness in
+Serving Large Language Models", OSDI 2024). Service is charged when it becomes known: a request's
+prompt when it is dispatched (`cost`, an estimate from its length), the rest through `charge` as the
+backend reports it (output tokens as they stream, the prompt's correction once `usage` says),
+whether or not the tenant still has requests waiting. While tenants stay backlogged, their service
+per unit of weight differs by at most a small multiple of the largest request's price (the paper's
+bound), whatever their arrival rates: each receives its share w_i / sum(w) of the service.
 
-Only lane heads carry tags (computed when an entry becomes the head), so removing an entry from the
-middle of a lane (a cancelled or expired request) needs no re-tagging, and removing a head hands its
-unused start tag to the next entry: a tenant is charged only for requests actually dispatched.
+No banked credit: a lane that becomes backlogged is lifted to the smallest counter of the lanes
+already backlogged in its class (or, with none, to that of the last lane served), so service it did
+not ask for while idle is not owed to it; a counter above that keeps its excess, which is service
+received. Removing a waiting entry (cancelled, expired) charges nothing: a tenant pays only for
+what was dispatched.
 
 This module is pure bookkeeping: no clock, no asyncio.
 """
@@ -28,6 +33,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from gateway.admission.pricing import Pricing
+
+__all__ = ["Entry", "FairQueue", "Pricing"]
+
 T = TypeVar("T")
 
 
@@ -39,6 +48,8 @@ class Entry(Generic[T]):
     tenant: str
     priority: int
     seq: int
+    cost: float = 0.0
+    """Estimated prompt tokens, charged at dispatch."""
     live: bool = True
 
 
@@ -46,10 +57,13 @@ class Entry(Generic[T]):
 class _Lane(Generic[T]):
     entries: deque[Entry[T]] = field(default_factory=deque)
     live: int = 0
-    start: float = 0.0
-    """Start tag of the head entry (meaningful while live > 0)."""
-    finish: float = 0.0
-    """Finish tag of the last dispatched entry."""
+    counter: float = 0.0
+    """Service received / weight."""
+    keyed: float = 0.0
+    """The counter its current heap entry was pushed with."""
+    served: int = 0
+    priced: float = 0.0
+    """Requests dispatched and the service they were charged: the lane's mean price."""
 
     def head(self) -> Entry[T]:
         while not self.entries[0].live:
@@ -61,28 +75,41 @@ class _Lane(Generic[T]):
             self.entries.pop()
         return self.entries[-1]
 
+    def mean_price(self) -> float:
+        return self.priced / self.served if self.served and self.priced > 0 else 1.0
+
 
 @dataclass(eq=False, slots=True)
 class _Class(Generic[T]):
-    vtime: float = 0.0
+    floor: float = 0.0
+    """The counter of the lane served last: where a lane re-enters when none is backlogged."""
     live: int = 0
     lanes: dict[str, _Lane[T]] = field(default_factory=dict)
     heads: list[tuple[float, int, str]] = field(default_factory=list)
-    """Heap of (start tag, head seq, tenant); entries that no longer match their lane are stale."""
+    """Heap of (counter, head seq, tenant); entries that no longer match their lane are stale."""
 
 
 class FairQueue(Generic[T]):
-    """Priority classes of weighted-fair tenant lanes. All operations are O(log n) amortised."""
+    """Priority classes of weighted-fair tenant lanes. All operations are O(log n) amortised.
 
-    def __init__(self, weights: Mapping[str, float] | None = None, default_weight: float = 1.0):
-        for tenant, w in (weights or {}).items():
-            if not w > 0:
-                raise ValueError(f"tenant weight must be > 0, got {w!r} for {tenant!r}")
+    Lanes keep their counters while idle (a tenant's answers may still be streaming and charged);
+    there is one lane per tenant and priority class used, both bounded by the configuration.
+    """
+
+    def __init__(
+        self,
+        weights: Mapping[str, float] | None = None,
+        default_weight: float = 1.0,
+        pricing: Pricing | None = None,
+    ):
         if not default_weight > 0:
             raise ValueError(f"default tenant weight must be > 0, got {default_weight!r}")
-        self._weights = dict(weights or {})
+        self._weights: dict[str, float] = {}
+        self.set_weights(weights or {})
         self._default_weight = default_weight
+        self.pricing = pricing or Pricing()
         self._classes: dict[int, _Class[T]] = {}
+        self._busy: set[int] = set()
         self._tenant_depth: dict[str, int] = {}
         self._seq = 0
         self.depth = 0
@@ -91,7 +118,7 @@ class FairQueue(Generic[T]):
         return self._weights.get(tenant, self._default_weight)
 
     def set_weights(self, weights: Mapping[str, float]) -> None:
-        """New weights (a reload) apply from each lane's next dispatch; tags already given stand."""
+        """New weights (a reload) apply to service charged from now on; counters already kept stand."""
         for tenant, w in weights.items():
             if not w > 0:
                 raise ValueError(f"tenant weight must be > 0, got {w!r} for {tenant!r}")
@@ -101,24 +128,31 @@ class FairQueue(Generic[T]):
         return dict(self._tenant_depth)
 
     def class_depths(self) -> dict[int, int]:
-        return {p: c.live for p, c in sorted(self._classes.items(), reverse=True)}
+        return {p: self._classes[p].live for p in sorted(self._busy, reverse=True)}
 
-    def push(self, item: T, tenant: str, priority: int = 0) -> Entry[T]:
-        self._seq += 1
-        entry = Entry(item, tenant, priority, self._seq)
+    def service(self, tenant: str, priority: int = 0) -> float:
+        """The tenant's counter in a class: service received (in prices) divided by its weight."""
         cls = self._classes.get(priority)
-        if cls is None:
-            cls = self._classes[priority] = _Class()
+        lane = cls.lanes.get(tenant) if cls is not None else None
+        return lane.counter if lane is not None else 0.0
+
+    def push(self, item: T, tenant: str, priority: int = 0, cost: float = 0.0) -> Entry[T]:
+        """Queue `item`; `cost` is its estimated prompt tokens (charged when it is dispatched)."""
+        self._seq += 1
+        entry = Entry(item, tenant, priority, self._seq, cost)
+        cls = self._class(priority)
         lane = cls.lanes.get(tenant)
         if lane is None:
             lane = cls.lanes[tenant] = _Lane()
+        if not lane.live:
+            # The tenant becomes backlogged: lifted to the least-served backlogged lane (no banking).
+            lowest = self._top(cls)[1].counter if cls.live else cls.floor
+            lane.counter = max(lane.counter, lowest)
+            self._key(cls, lane, tenant, entry.seq)
         lane.entries.append(entry)
         lane.live += 1
-        if lane.live == 1:
-            # The tenant becomes backlogged: it re-enters at the class's virtual time.
-            lane.start = max(cls.vtime, lane.finish)
-            heapq.heappush(cls.heads, (lane.start, entry.seq, tenant))
         cls.live += 1
+        self._busy.add(priority)
         self._tenant_depth[tenant] = self._tenant_depth.get(tenant, 0) + 1
         self.depth += 1
         return entry
@@ -127,34 +161,70 @@ class FairQueue(Generic[T]):
         """The entry `pop` would return."""
         if not self.depth:
             return None
-        cls = self._classes[max(self._classes)]
-        return self._top(cls)[1].head()
+        return self._top(self._classes[max(self._busy)])[1].head()
 
     def pop(self, entry: Entry[T] | None = None) -> Entry[T]:
-        """Serve the next entry, or `entry` in its place: one of `lane_ahead()`'s, whose tenant is
-        charged as for the next (fairness between tenants is unchanged; only its own FIFO order is)."""
+        """Serve the next entry, or `entry` in its place: one of `lane_ahead()`'s (fairness between
+        tenants is unchanged; only the lane's own FIFO order is). Its tenant is charged its price."""
         if not self.depth:
             raise IndexError("pop from an empty FairQueue")
-        cls = self._classes[max(self._classes)]
+        cls = self._classes[max(self._busy)]
         tenant, lane = self._top(cls)
         if entry is None:
-            entry = lane.entries.popleft()
+            entry = lane.head()
         elif not entry.live or entry.tenant != tenant or self._classes.get(entry.priority) is not cls:
             raise ValueError("only an entry of the lane whose turn it is can be served")
-        heapq.heappop(cls.heads)
-        cls.vtime = lane.start
-        lane.finish = lane.start + 1.0 / self.weight(tenant)
+        cls.floor = lane.counter
+        price = self.pricing.dispatch(entry.cost)
+        lane.served += 1
+        lane.priced += price
+        lane.counter += price / self.weight(tenant)
         self._forget(cls, lane, entry)
         if lane.live:
-            lane.start = max(cls.vtime, lane.finish)
-            heapq.heappush(cls.heads, (lane.start, lane.head().seq, tenant))
+            self._key(cls, lane, tenant, lane.head().seq)
         return entry
+
+    def charge(self, tenant: str, priority: int, *, prompt: float = 0.0, output: float = 0.0) -> None:
+        """Service learned after dispatch: output tokens streamed, or a prompt's correction (which may
+        be negative). Counts only when service is priced by tokens."""
+        pricing = self.pricing
+        if not pricing.by_tokens:
+            return
+        price = pricing.prompt * prompt + pricing.output * output
+        if not price:
+            return
+        cls = self._class(priority)
+        lane = cls.lanes.get(tenant)
+        if lane is None:
+            lane = cls.lanes[tenant] = _Lane(counter=cls.floor)
+        lane.priced += price
+        lane.counter += price / self.weight(tenant)
+        if lane.live:
+            self._key(cls, lane, tenant, lane.head().seq)
+            self._compact(cls)
+
+    def served(self, tenant: str, priority: int, cost: float) -> None:
+        """A request of the tenant's was dispatched without waiting, the class being empty: as if
+        pushed (lifted to the floor) and popped at once (charged its price)."""
+        cls = self._class(priority)
+        lane = cls.lanes.get(tenant)
+        if lane is None:
+            lane = cls.lanes[tenant] = _Lane(counter=cls.floor)
+        if not lane.live:
+            lane.counter = max(lane.counter, self._top(cls)[1].counter if cls.live else cls.floor)
+            cls.floor = lane.counter
+        price = self.pricing.dispatch(cost)
+        lane.served += 1
+        lane.priced += price
+        lane.counter += price / self.weight(tenant)
+        if lane.live:
+            self._key(cls, lane, tenant, lane.head().seq)
 
     def lane_ahead(self, k: int) -> list[Entry[T]]:
         """The next entry and the k - 1 entries after it in its own lane: those that may go next."""
         if not self.depth:
             return []
-        lane = self._top(self._classes[max(self._classes)])[1]
+        lane = self._top(self._classes[max(self._busy)])[1]
         return list(itertools.islice((e for e in lane.entries if e.live), k))
 
     def remove(self, entry: Entry[T]) -> None:
@@ -166,12 +236,11 @@ class FairQueue(Generic[T]):
         was_head = lane.head() is entry
         self._forget(cls, lane, entry)
         if was_head and lane.live:
-            # The next entry inherits the unused start tag: no service was received.
-            heapq.heappush(cls.heads, (lane.start, lane.head().seq, entry.tenant))
+            self._key(cls, lane, entry.tenant, lane.head().seq)
 
     def newest(self, tenant: str) -> Entry[T] | None:
         """The tenant's most recent entry in its lowest priority class: the first to push out."""
-        for priority in sorted(self._classes):
+        for priority in sorted(self._busy):
             lane = self._classes[priority].lanes.get(tenant)
             if lane is not None and lane.live:
                 return lane.tail()
@@ -181,21 +250,22 @@ class FairQueue(Generic[T]):
         """How many waiting entries a new (tenant, priority) entry can expect to be served after.
 
         Every entry in a higher class, the tenant's own lane, and from every other lane j in the
-        class about k * w_j / w_tenant entries (capped by its length), k being the new entry's place
-        in its own lane: that is how many j serves while the tenant's lane advances k places.
+        class about k * (p_t / w_t) / (p_j / w_j) entries (capped by its length), k being the new
+        entry's place in its own lane and p a lane's mean price per request: that is how many j
+        serves while the tenant's counter advances by k of its requests.
         """
-        ahead = float(sum(c.live for p, c in self._classes.items() if p > priority))
+        ahead = float(sum(self._classes[p].live for p in self._busy if p > priority))
         cls = self._classes.get(priority)
-        if cls is None:
+        if cls is None or not cls.live:
             return ahead
         own = cls.lanes.get(tenant)
         k = (own.live if own is not None else 0) + 1
-        w = self.weight(tenant)
+        step = (own.mean_price() if own is not None else 1.0) / self.weight(tenant)
         for other, lane in cls.lanes.items():
             if other == tenant:
                 ahead += lane.live
             elif lane.live:
-                ahead += min(float(lane.live), k * self.weight(other) / w)
+                ahead += min(float(lane.live), k * step * self.weight(other) / lane.mean_price())
         return ahead
 
     def heads(self) -> Iterator[Entry[T]]:
@@ -210,13 +280,23 @@ class FairQueue(Generic[T]):
             for lane in cls.lanes.values():
                 yield from (e for e in lane.entries if e.live)
 
+    def _class(self, priority: int) -> _Class[T]:
+        cls = self._classes.get(priority)
+        if cls is None:
+            cls = self._classes[priority] = _Class()
+        return cls
+
+    @staticmethod
+    def _key(cls: _Class[T], lane: _Lane[T], tenant: str, seq: int) -> None:
+        lane.keyed = lane.counter
+        heapq.heappush(cls.heads, (lane.counter, seq, tenant))
+
     def _top(self, cls: _Class[T]) -> tuple[str, _Lane[T]]:
         heads = cls.heads
         while True:
-            start, seq, tenant = heads[0]
-            lane = cls.lanes.get(tenant)
-            if lane is not None and lane.live and lane.start == start and lane.head().seq == seq:
-                return tenant, lane
+            head = heads[0]
+            if self._valid(cls, head):
+                return head[2], cls.lanes[head[2]]
             heapq.heappop(heads)
 
     def _forget(self, cls: _Class[T], lane: _Lane[T], entry: Entry[T]) -> None:
@@ -232,12 +312,13 @@ class FairQueue(Generic[T]):
         if not lane.live:
             lane.entries.clear()
         if not cls.live:
-            # Nobody is backlogged in this class: fairness history no longer matters.
-            del self._classes[entry.priority]
-        elif not lane.live and lane.finish <= cls.vtime:
-            # An idle lane whose finish tag the virtual time has passed re-enters at vtime anyway.
-            del cls.lanes[entry.tenant]
-        elif len(cls.heads) > 4 * len(cls.lanes) + 64:
+            self._busy.discard(entry.priority)
+            cls.heads.clear()
+        else:
+            self._compact(cls)
+
+    def _compact(self, cls: _Class[T]) -> None:
+        if len(cls.heads) > 4 * len(cls.lanes) + 64:
             cls.heads = [h for h in cls.heads if self._valid(cls, h)]
             heapq.heapify(cls.heads)
 
@@ -246,4 +327,4 @@ class FairQueue(Generic[T]):
         lane = cls.lanes.get(head[2])
         if lane is None or not lane.live:
             return False
-        return lane.start == head[0] and lane.head().seq == head[1]
+        return lane.keyed == head[0] and lane.head().seq == head[1]

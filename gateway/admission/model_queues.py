@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gateway.admission import AdmissionQueue
 from gateway.admission.budget import wait_budget
+from gateway.admission.fairness import Pricing
 from gateway.config import GatewayConfig
 from gateway.pool.backends import Backend, Lease, Pool
 from gateway.types import Clock
@@ -39,6 +40,7 @@ class ModelQueues:
                 lookahead=self._config.routing.lookahead,
                 tenant_timeouts=self._timeouts,
                 budget=lambda: self.budget(model),
+                pricing=pricing_of(self._config),
             )
             self.by_model[model] = q
         return q
@@ -60,6 +62,7 @@ class ModelQueues:
         for model, q in self.by_model.items():
             q.reconfigure(config.queue.max_depth, config.queue.timeout, self._weights, self._timeouts)
             q.lookahead = config.routing.lookahead
+            q.set_pricing(pricing_of(config))
             if not self.pool.known(model) and not self.pool.undiscovered():
                 q.close(f"no backend serves model {model!r} since the config was reloaded", "no_backend")
             else:
@@ -79,3 +82,9 @@ class ModelQueues:
     def capacity_exhausted(self, model: str) -> bool:
         q = self.by_model.get(model)
         return q is not None and q.depth > 0 and self.pool.all_busy(model)
+
+
+def pricing_of(config: GatewayConfig) -> Pricing:
+    """The fair queue's prices from the `fairness` section."""
+    f = config.fairness
+    return Pricing("requests" if f.cost == "requests" else "tokens", f.prompt_weight, f.output_weight)

@@ -32,7 +32,7 @@ from typing import Generic
 from gateway.admission.background import BackgroundLane
 from gateway.admission.budget import rank
 from gateway.admission.drain import DrainRate
-from gateway.admission.fairness import Entry, FairQueue
+from gateway.admission.fairness import Entry, FairQueue, Pricing
 from gateway.admission.rejection import Rejected, RejectReason
 from gateway.admission.shedding import Shedding
 from gateway.admission.ticket import L, SlotSource, Ticket
@@ -67,6 +67,7 @@ class AdmissionQueue(Generic[L]):
         default_retry_after: float = 1.0,
         lookahead: int = 1,
         budget: Callable[[], float | None] | None = None,
+        pricing: Pricing | None = None,
     ):
         if max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {max_depth}")
@@ -79,7 +80,7 @@ class AdmissionQueue(Generic[L]):
         self._source = source
         self._clock = clock
         self._on_change = on_change
-        self._waiters: Waiters[L] = Waiters(tenant_weights)
+        self._waiters: Waiters[L] = Waiters(tenant_weights, pricing)
         # A queue shorter than the dispatches a rate needs would drain before it could be measured.
         self._drain = DrainRate(
             tau=drain_tau, min_backlog=min_backlog, min_events=max(1, min(16, max_depth)), now=clock()
@@ -97,7 +98,7 @@ class AdmissionQueue(Generic[L]):
         )
         self.counters = QueueCounters(rejected=self._shed.rejected)
         self.background: BackgroundLane[L] = BackgroundLane(
-            model, source, FairQueue(tenant_weights), self._shed.no_other_backend
+            model, source, FairQueue(tenant_weights, pricing=pricing), self._shed.no_other_backend
         )
         self._timer = ExpiryTimer(self._on_timer)
         self._dispatching = False
@@ -177,6 +178,7 @@ class AdmissionQueue(Generic[L]):
             got = self._source.pick(self.model, (ticket.route,), exclude=ticket.exclude)
             if got is not None:
                 self.counters.admitted_fast += 1
+                self._waiters.fair.served(ticket.tenant, ticket.priority, ticket.prompt_tokens)
                 return got[1]
         try:
             waiter = self._enqueue(ticket)
@@ -212,6 +214,16 @@ class AdmissionQueue(Generic[L]):
         self._shed.tenant_timeouts = dict(tenant_timeouts or {})
         self._shed.max_depth = max_depth
         self._shed.timeout = timeout
+
+    def charge(self, ticket: Ticket, *, prompt: float = 0.0, output: float = 0.0) -> None:
+        """Service `ticket`'s tenant received after dispatch (see gateway.admission.fairness)."""
+        fair = self.background.fair if ticket.background else self._waiters.fair
+        fair.charge(ticket.tenant, ticket.priority, prompt=prompt, output=output)
+
+    def set_pricing(self, pricing: Pricing) -> None:
+        """What service costs from now on (a reload); counters kept so far stand."""
+        self._waiters.fair.pricing = pricing
+        self.background.fair.pricing = pricing
 
     def close(
         self, message: str = "the gateway is shutting down", reason: RejectReason = "shutting_down"

@@ -69,3 +69,5 @@ class Ticket:
     """Longest wait from `arrived`, decided with `patient`: its budget, or the wait it asked for."""
     budgeted: bool = False
     """`wait` is its SLA budget: running out of it is a refusal (429), not a queue timeout (503)."""
+    prompt_tokens: int = 0
+    """Estimated prompt tokens: what its tenant is charged for it at dispatch (fair sharing)."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Generic
 
-from gateway.admission.fairness import Entry, FairQueue
+from gateway.admission.fairness import Entry, FairQueue, Pricing
 from gateway.admission.ticket import L, Ticket
 
 
@@ -35,8 +35,8 @@ class Waiter(Generic[L]):
 
 
 class Waiters(Generic[L]):
-    def __init__(self, tenant_weights: Mapping[str, float] | None) -> None:
-        self.fair: FairQueue[Waiter[L]] = FairQueue(tenant_weights)
+    def __init__(self, tenant_weights: Mapping[str, float] | None, pricing: Pricing | None = None) -> None:
+        self.fair: FairQueue[Waiter[L]] = FairQueue(tenant_weights, pricing=pricing)
         self._deadlines: list[tuple[float, int, Waiter[L]]] = []
 
     @property
@@ -54,7 +54,9 @@ class Waiters(Generic[L]):
         """Queue a waiter in priority class `rank` (gateway.admission.budget.rank; by default its
         ticket's priority)."""
         waiter = Waiter(ticket, future, now, deadline)
-        waiter.entry = self.fair.push(waiter, ticket.tenant, ticket.priority if rank is None else rank)
+        waiter.entry = self.fair.push(
+            waiter, ticket.tenant, ticket.priority if rank is None else rank, ticket.prompt_tokens
+        )
         heapq.heappush(self._deadlines, (deadline, waiter.entry.seq, waiter))
         return waiter
 

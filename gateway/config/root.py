@@ -22,6 +22,7 @@ from gateway.config.control import (
     parse_sla,
 )
 from gateway.config.errors import ConfigError
+from gateway.config.fairness import FairnessConfig, parse_fairness
 from gateway.config.listen import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.config.reader import MAX_SECONDS, ConfigReader, default
 from gateway.config.routing import RoutingConfig, parse_routing
@@ -36,11 +37,13 @@ from gateway.config.upstream import (
     parse_health,
     parse_timeouts,
 )
+from gateway.config.usage import UsageConfig, parse_usage
 from gateway.types import SLA
 
 TOP_KEYS = {
     *("listen", "backends", "sla", "controller", "queue", "timeouts", "health", "tenants", "routing"),
     *("headers", "max_body_bytes", "retries", "shutdown_grace", "state", "admin", "batch"),
+    *("fairness", "usage"),
 }
 
 
@@ -69,6 +72,8 @@ class GatewayConfig:
     shutdown_grace: float = 30.0
     state: StateConfig = field(default_factory=StateConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
+    fairness: FairnessConfig = field(default_factory=FairnessConfig)
+    usage: UsageConfig = field(default_factory=UsageConfig)
 
     def exposes_backend(self) -> bool:
         """`x-gateway-backend` on answers: as `headers.expose_backend` says, else while no tenants
@@ -156,4 +161,6 @@ def _parse_top(r: ConfigReader, data: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "state": parse_state(r, data),
         "batch": parse_batch(r, data),
+        "fairness": parse_fairness(r, data),
+        "usage": parse_usage(r, data),
     }

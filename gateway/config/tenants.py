@@ -1,4 +1,5 @@
-"""The `tenants` section: who a client is (by API key), its weight and priorities in the queue.
+"""The `tenants` section: who a client is (by API key), its weight and priorities in the queue, and
+its quotas (tokens and requests per minute, requests at once; absent means unlimited).
 
 An API key names one tenant only, since admission looks the tenant up by the key. Keys may come from
 the environment (`api_keys_env`) so that no secret needs to live in the file.
@@ -25,13 +26,26 @@ class TenantConfig:
     """Highest priority its requests may ask for with x-priority (default: `priority`)."""
     queue_timeout: float | None = None
     """Longest wait in the queue for this tenant's requests (default `queue.timeout`)."""
+    tokens_per_minute: int | None = None
+    """Prompt plus output tokens per minute, across every process sharing `state.redis_url`."""
+    requests_per_minute: int | None = None
+    max_concurrent: int | None = None
+    """Requests of this tenant under way at once (waiting in the queue or answering)."""
+
+    @property
+    def has_quota(self) -> bool:
+        return any(
+            q is not None for q in (self.tokens_per_minute, self.requests_per_minute, self.max_concurrent)
+        )
 
     @property
     def priority_limit(self) -> int:
         return self.priority if self.max_priority is None else self.max_priority
 
 
-_KEYS = {"name", "api_keys", "api_keys_env", "weight", "priority", "max_priority", "queue_timeout"}
+_QUOTAS = ("tokens_per_minute", "requests_per_minute", "max_concurrent")
+_KEYS = {"name", "api_keys", "api_keys_env", "weight", "priority", "max_priority", "queue_timeout", *_QUOTAS}
+MAX_QUOTA = 10**12
 
 
 def parse_tenants(r: ConfigReader, data: Mapping[str, Any]) -> tuple[TenantConfig, ...]:
@@ -76,6 +90,11 @@ def _parse_tenant(r: ConfigReader, raw: Any, index: int) -> TenantConfig | None:
         priority=priority,
         max_priority=top,
         queue_timeout=r.optional_seconds(raw, "queue_timeout", path),
+        **{
+            key: r.number(raw, key, 1, path, minimum=1, maximum=MAX_QUOTA, integer=True)
+            for key in _QUOTAS
+            if raw.get(key) is not None
+        },
     )
 
 

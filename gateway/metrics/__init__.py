@@ -17,6 +17,7 @@ from gateway.metrics.client_sla import ClientSLA
 from gateway.metrics.events import BatchMetrics, ControllerMetrics
 from gateway.metrics.live import LiveGauges
 from gateway.metrics.requests import RequestMetrics
+from gateway.metrics.tenants import TenantMetrics
 from gateway.types import Clock
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -29,6 +30,7 @@ class Metrics:
         self.requests = RequestMetrics(self.registry)
         self.controller = ControllerMetrics(self.registry)
         self.batch = BatchMetrics(self.registry)
+        self.tenants = TenantMetrics(self.registry)
         self.live = LiveGauges(coordination=coordination)
         self.registry.register(self.live)
         self.client_sla = ClientSLA(clock)

@@ -14,6 +14,7 @@ client-facing latency histograms alone (its "client" is the runner).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from gateway.admission import Ticket
 from gateway.config import GatewayConfig
@@ -22,9 +23,20 @@ from gateway.pool.backends import Pool
 from gateway.proxy.asgi import ABORT, REQUEST_ID, ClientGone, read_body, respond_error
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
-from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
+from gateway.proxy.metering import Meter
+from gateway.proxy.quota_errors import over_quota
+from gateway.proxy.request import (
+    dropped_headers,
+    parse_body,
+    parse_priority,
+    parse_seconds,
+    read_head,
+)
 from gateway.proxy.tenants import TenantKeys
 from gateway.proxy.upstream import HOP_BY_HOP
+from gateway.tenancy.gate import Hold
+from gateway.tenancy.headers import rate_limit_headers
+from gateway.tenancy.service import Tenancy
 from gateway.types import Clock, Receive, Scope, Send
 
 BACKGROUND_TENANT = "llm_gateway.background_tenant"
@@ -45,8 +57,10 @@ class OpenAIEndpoints:
         telemetry: Telemetry,
         clock: Clock,
         tenants: TenantKeys,
+        tenancy: Tenancy | None = None,
     ) -> None:
         self._tenants = tenants
+        self._tenancy = tenancy
         self._pool = pool
         self._forwarder = forwarder
         self._telemetry = telemetry
@@ -58,6 +72,8 @@ class OpenAIEndpoints:
         """Take a new config (reload): priorities and limits apply to the next request (keys: the
         shared `TenantKeys`)."""
         self._config = config
+        if self._tenancy is not None:
+            self._tenancy.reconfigure(config)
         self._priority = {t.name: (t.priority, t.priority_limit) for t in config.tenants}
         self._dropped = dropped_headers(HOP_BY_HOP, config.headers.sensitive, config.headers.passed)
 
@@ -87,7 +103,8 @@ class OpenAIEndpoints:
         body = await read_body(receive, limit)
         background: str | None = scope.get(BACKGROUND_TENANT)
         tenant = self._tenants.tenant_of(head.auth) if background is None else background
-        model, streaming, route = parse_request(body, head.session, tenant)
+        parsed = parse_body(body, head.session, tenant)
+        model, streaming, route = parsed.model, parsed.streaming, parsed.route
         pool = self._pool
         if not pool.known(model):
             if pool.undiscovered():
@@ -117,12 +134,34 @@ class OpenAIEndpoints:
             route=route,
             background=background is not None,
             arrived=arrived,
+            prompt_tokens=parsed.prompt_tokens,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")
             raise shutting_down()
-        out = Outbound(model, scope["path"], body, head.forward, streaming, ticket, arrived)
-        await self._forward(scope, receive, send, out)
+        hold = await self._admit_quota(ticket, model)
+        meter = Meter(ticket, self._forwarder.queues.queue(model))
+        out = Outbound(model, scope["path"], body, head.forward, streaming, ticket, arrived, meter)
+        if hold is not None and self._tenancy is not None:
+            meter.gate, meter.hold = self._tenancy.gate, hold
+            out = replace(out, headers_out=rate_limit_headers(hold.verdict))
+        try:
+            await self._forward(scope, receive, send, out)
+        finally:
+            if hold is not None and self._tenancy is not None:
+                self._tenancy.gate.finish(hold)
+
+    async def _admit_quota(self, ticket: Ticket, model: str) -> Hold | None:
+        """The tenant's quotas take this request, or it is refused 429 `rate_limit_exceeded`."""
+        if self._tenancy is None:
+            return None
+        hold = await self._tenancy.gate.admit(
+            ticket.tenant, ticket.prompt_tokens, enforce=not ticket.background
+        )
+        if hold is not None and not hold.verdict.allowed:
+            self._telemetry.rejected(model, "rate_limit_exceeded")
+            raise over_quota(ticket.tenant, hold.verdict)
+        return hold
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, out: Outbound) -> None:
         """Forward while watching for the client to go away; record how it ended."""
@@ -143,6 +182,7 @@ class OpenAIEndpoints:
                 outcome.status = CLIENT_CLOSED
         finally:
             watcher.cancel()
+            self._record_usage(out, outcome)
             self._telemetry.finished(
                 out.model,
                 outcome.backend,
@@ -162,6 +202,14 @@ class OpenAIEndpoints:
                     first_token_at=outcome.first_token_at,
                     tpot=outcome.tpot,
                 )
+
+    def _record_usage(self, out: Outbound, outcome: Outcome) -> None:
+        """Usage of a request a backend answered, or that streamed some output before it ended."""
+        meter = out.meter
+        if self._tenancy is None or meter is None or not outcome.backend:
+            return
+        if (outcome.exchanged and outcome.status == 200) or meter.output:
+            self._tenancy.usage.record(out.ticket.tenant, out.model, meter.prompt, meter.output)
 
 
 def abort_connection(scope: Scope) -> None:

@@ -19,13 +19,14 @@ never reaches a client that can still be served.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gateway.admission import Rejected, Ticket
 from gateway.admission.model_queues import ModelQueues
 from gateway.metrics.telemetry import Telemetry
 from gateway.pool.backends import Backend, Lease
 from gateway.proxy.errors import GatewayError
+from gateway.proxy.metering import Meter
 from gateway.proxy.upstream import (
     Exchange,
     Upstream,
@@ -50,6 +51,10 @@ class Outbound:
     ticket: Ticket
     arrived: float
     """Clock time the request arrived, for its queue wait."""
+    meter: Meter | None = None
+    """Charges its tokens as they become known (fair queue, quota)."""
+    headers_out: tuple[tuple[bytes, bytes], ...] = field(default=())
+    """Headers added to the answer (the tenant's rate-limit state)."""
 
 
 @dataclass(slots=True)
@@ -78,6 +83,7 @@ class Forwarder:
         self.expose_backend = True
         """Answers name their backend in `x-gateway-backend` (config.exposes_backend())."""
         self._queues = queues
+        self.queues = queues
         self._upstream = upstream
         self._telemetry = telemetry
         self._clock = clock
@@ -122,6 +128,8 @@ class Forwarder:
                         out, replace(out.ticket, exclude=frozenset(tried)), outcome, exc
                     )
             assert lease is not None
+            if out.meter is not None:
+                out.meter.settle(result.sample)
             outcome.exchanged = True
             outcome.status = result.status
             outcome.first_token_at = result.first_token_at
@@ -155,8 +163,16 @@ class Forwarder:
         ]
         if self.expose_backend:
             extra.append((b"x-gateway-backend", lease.backend.encode()))
+        extra.extend(out.headers_out)
         return await self._upstream.exchange(
-            lease, out.path, out.body, out.headers, send, streaming=out.streaming, extra_headers=extra
+            lease,
+            out.path,
+            out.body,
+            out.headers,
+            send,
+            streaming=out.streaming,
+            extra_headers=extra,
+            on_tokens=out.meter.streamed if out.meter is not None else None,
         )
 
     def _failed(self, backend: Backend, cause: str, *, answered: bool) -> None:

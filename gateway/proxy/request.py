@@ -38,6 +38,7 @@ from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.json_cost import json_cost_problem
 from gateway.routing import RouteKey
+from gateway.tenancy.estimate import prompt_tokens
 
 MAX_MODEL_CHARS = 256
 MAX_REQUEST_ID = 128
@@ -139,8 +140,23 @@ def dropped_headers(
     return frozenset(base) | (secret - let_through)
 
 
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    model: str
+    streaming: bool
+    route: RouteKey
+    prompt_tokens: int
+    """Estimated (gateway.tenancy.estimate): what fair sharing and quotas charge until `usage` says."""
+
+
 def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> tuple[str, bool, RouteKey]:
-    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape.
+    """(model, streaming, what to route by) from an OpenAI request body, or a 400 in OpenAI's shape."""
+    parsed = parse_body(body, session, tenant)
+    return parsed.model, parsed.streaming, parsed.route
+
+
+def parse_body(body: bytes, session: str | None = None, tenant: str = "") -> ParsedRequest:
+    """What the gateway reads from an OpenAI request body, or a 400 in OpenAI's shape.
 
     The routing key keeps references into the parsed body and hashes the prompt only if a routing
     strategy asks; its session is the `x-session-id` header, else the body's `user`; its partition
@@ -157,7 +173,12 @@ def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> 
             "model_too_long",
             param="model",
         )
-    return model, payload.get("stream") is True, RouteKey.from_body(payload, session, tenant)
+    return ParsedRequest(
+        model,
+        payload.get("stream") is True,
+        RouteKey.from_body(payload, session, tenant),
+        prompt_tokens(payload),
+    )
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -9,6 +9,7 @@ the sequence and free its KV blocks.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -114,6 +115,7 @@ class _Relay:
     first_token_at: float | None = None
     tail: bytes = b""
     """The last bytes of a non-streaming body, where `usage` is."""
+    on_tokens: Callable[[int], None] | None = None
 
 
 class Upstream:
@@ -177,7 +179,9 @@ class Upstream:
         *,
         streaming: bool,
         extra_headers: list[tuple[bytes, bytes]],
+        on_tokens: Callable[[int], None] | None = None,
     ) -> Exchange:
+        """Relay one exchange; `on_tokens` hears the count of output tokens streamed so far."""
         if self._stopping:
             raise UpstreamStopped(lease.backend)
         url = lease.target.url + path
@@ -186,7 +190,7 @@ class Upstream:
         dispatched = self._clock()
         progress = StreamStats() if streaming else None
         lease.slot.sent(dispatched, progress)
-        relay = _Relay()
+        relay = _Relay(on_tokens=on_tokens)
         try:
             async with asyncio.timeout(self._timeouts.first_byte) as deadline:
                 self._deadlines.add(deadline)
@@ -250,12 +254,15 @@ class Upstream:
         reschedule = deadline.reschedule
         loop_time = asyncio.get_running_loop().time
         idle = self._timeouts.idle
+        on_tokens = relay.on_tokens if stats is not None else None
         async for chunk in resp.content.iter_any():
             if stats is not None:
                 stats.feed(chunk, clock())
                 if relay.first_token_at is None and stats.first_at is not None:
                     relay.first_token_at = stats.first_at
                     lease.slot.first_token(dispatched, stats.first_at - dispatched)
+                if on_tokens is not None:
+                    on_tokens(stats.tokens)
             else:
                 relay.tail = (relay.tail + chunk)[-512:]
             await send({"type": "http.response.body", "body": chunk, "more_body": True})

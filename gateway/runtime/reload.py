@@ -74,6 +74,7 @@ _APPLIED = (
     "retries",
     "shutdown_grace",
     "routing",
+    "fairness",
 )
 
 
@@ -178,4 +179,5 @@ def _keep_bound(old: GatewayConfig, new: GatewayConfig) -> GatewayConfig:
         limits=old.limits,
         admin=dataclasses.replace(new.admin, host=old.admin.host, port=old.admin.port),
         state=old.state,
+        usage=old.usage,
     )
