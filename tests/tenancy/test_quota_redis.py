@@ -40,7 +40,7 @@ def replicas(sim: Proc, redis: RedisServer) -> list[Proc]:
     started: list[Proc] = []
     try:
         for _ in range(3):
-            started.append(spawn_gateway(config))
+            started.append(spawn_gateway(config, timeout=60))
     except BaseException:
         for proc in started:
             proc.stop()
