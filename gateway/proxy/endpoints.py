@@ -14,6 +14,7 @@ client-facing latency histograms alone (its "client" is the runner).
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from starlette.types import Receive, Scope, Send
 
@@ -21,7 +22,7 @@ from gateway.admission import Ticket
 from gateway.config import GatewayConfig
 from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
 from gateway.pool.backends import Pool
-from gateway.proxy.asgi import ABORT, ClientGone, read_body, respond_error
+from gateway.proxy.asgi import ABORT, GONE, ClientGone, read_body, respond_error
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
 from gateway.proxy.request import dropped_headers, parse_priority, parse_request, parse_seconds, read_head
@@ -121,7 +122,12 @@ class OpenAIEndpoints:
         task = asyncio.current_task()
         assert task is not None
         gone = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
+        extensions = scope.get("extensions")
+        watcher = None
+        if extensions is not None and ABORT in extensions:  # our server says when the client leaves
+            extensions[GONE] = functools.partial(_client_left, task, gone)
+        else:
+            watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
         outcome = Outcome()
         try:
             await self._forwarder.forward(out, send, outcome)
@@ -134,7 +140,10 @@ class OpenAIEndpoints:
             if not outcome.exchanged:
                 outcome.status = CLIENT_CLOSED
         finally:
-            watcher.cancel()
+            if watcher is None:
+                extensions.pop(GONE, None)  # type: ignore[union-attr]
+            else:
+                watcher.cancel()
             self._telemetry.finished(
                 out.model,
                 outcome.backend,
@@ -161,6 +170,10 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[None], gone: as
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            gone.set()
-            task.cancel()
+            _client_left(task, gone)
             return
+
+
+def _client_left(task: asyncio.Task[None], gone: asyncio.Event) -> None:
+    gone.set()
+    task.cancel()
