@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import statistics
 import sys
 from collections.abc import Iterator
@@ -273,6 +274,7 @@ def main() -> int:
     args = parser.parse_args()
     if not have_wrk():
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the processes started, by pid
     parts = {"single": single_answers, "streaming": streaming, "workers": workers}
     out: list[str] = []
     for part in args.parts:
