@@ -68,7 +68,7 @@ class Connection:
         caller that cancels a long stream keeps what arrived) or else to the answer's own list."""
         await self.connect()
         reader, writer = self._reader, self._writer
-        assert reader is not None
+        assert reader is not None and writer is not None
         sent = time.perf_counter()
         writer.write(
             b"POST %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
