@@ -145,10 +145,14 @@ bench-sim: setup
 	$(BIN)/python -m loadtests.bench_sim_sweep
 
 
-# wrk (Debian) drives the non-streaming part: a C load generator does not starve what it measures.
-bench-proxy: setup
-	@command -v wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }
-	$(BIN)/python -m loadtests.bench_proxy $(DOCS_ARG)
+# The gateway beside a minimal Python proxy, then --workers 1 against 2 with Redis (~15 min). wrk and
+# nginx (Debian) drive and serve the non-streaming part: C programs do not starve what they measure.
+# make bench-proxy PROXY_ARGS='--rounds 2 --streams 256 1000 --compare /path/to/other/checkout'
+PROXY_ARGS ?=
+bench-proxy: setup redis
+	@command -v wrk >/dev/null && { command -v nginx || test -x /usr/sbin/nginx; } >/dev/null || \
+		{ apt-get update -q && apt-get install -y -q wrk nginx-light; }
+	$(BIN)/python -m loadtests.bench_proxy $(DOCS_ARG) $(PROXY_ARGS)
 
 bench-controller-sim: setup
 	$(BIN)/python -m loadtests.controller.sim_matrix --algorithms sla aimd gradient

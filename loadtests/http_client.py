@@ -50,11 +50,25 @@ class Connection:
         parts = urlsplit(url)
         return cls(parts.hostname or "127.0.0.1", parts.port or 80)
 
-    async def post(self, path: str, body: bytes, marker: bytes = TEXT, *, stamps: bool = False) -> Answer:
+    async def connect(self) -> None:
+        """Open the connection now (else the first `post` opens it)."""
         if self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self._host, self._port)
+
+    async def post(
+        self,
+        path: str,
+        body: bytes,
+        marker: bytes = TEXT,
+        *,
+        stamps: bool = False,
+        into: list[float] | None = None,
+    ) -> Answer:
+        """POST `body`; with `stamps`, every marker's arrival is appended to `into` as it comes (a
+        caller that cancels a long stream keeps what arrived) or else to the answer's own list."""
+        await self.connect()
         reader, writer = self._reader, self._writer
-        assert reader is not None
+        assert reader is not None and writer is not None
         sent = time.perf_counter()
         writer.write(
             b"POST %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
@@ -64,6 +78,8 @@ class Connection:
         head = await reader.readuntil(b"\r\n\r\n")
         status, headers = _parse_head(head)
         answer = Answer(sent, sent, status, backend=headers.get("x-gateway-backend", ""))
+        if into is not None:
+            answer.stamps = into
         if headers.get("transfer-encoding") == "chunked":
             await self._read_chunked(reader, marker, answer, stamps)
         else:

@@ -19,6 +19,10 @@ from gateway.types import Receive, Scope, Send
 ABORT = "gateway.abort"
 """Scope extension the server provides (gateway.server.listener): a callable that aborts the client
 connection of the current request, for a response that cannot be completed."""
+GONE = "gateway.client_gone"
+"""Scope extension the application may set, under a server that provides `ABORT`: a callable the
+server calls once, when the request's client disconnects (or is cut off) before the response ends.
+It spares a task per request that would wait in `receive` for the disconnect."""
 
 
 class ClientGone(Exception):

@@ -14,13 +14,14 @@ client-facing latency histograms alone (its "client" is the runner).
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import replace
 
 from gateway.admission import Ticket
 from gateway.config import GatewayConfig
 from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
 from gateway.pool.backends import Pool
-from gateway.proxy.asgi import ABORT, REQUEST_ID, ClientGone, read_body, respond_error
+from gateway.proxy.asgi import ABORT, GONE, REQUEST_ID, ClientGone, read_body, respond_error
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down
 from gateway.proxy.metering import Meter
@@ -168,7 +169,12 @@ class OpenAIEndpoints:
         task = asyncio.current_task()
         assert task is not None
         gone = asyncio.Event()
-        watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
+        extensions = scope.get("extensions")
+        watcher = None
+        if extensions is not None and ABORT in extensions:  # our server says when the client leaves
+            extensions[GONE] = functools.partial(_client_left, task, gone)
+        else:
+            watcher = asyncio.create_task(_watch_disconnect(receive, task, gone))
         outcome = Outcome()
         try:
             await self._forwarder.forward(out, send, outcome)
@@ -181,7 +187,10 @@ class OpenAIEndpoints:
             if not outcome.exchanged:
                 outcome.status = CLIENT_CLOSED
         finally:
-            watcher.cancel()
+            if watcher is None:
+                extensions.pop(GONE, None)  # type: ignore[union-attr]
+            else:
+                watcher.cancel()
             self._record_usage(out, outcome)
             self._telemetry.finished(
                 out.model,
@@ -227,6 +236,10 @@ async def _watch_disconnect(receive: Receive, task: asyncio.Task[None], gone: as
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            gone.set()
-            task.cancel()
+            _client_left(task, gone)
             return
+
+
+def _client_left(task: asyncio.Task[None], gone: asyncio.Event) -> None:
+    gone.set()
+    task.cancel()

@@ -1,7 +1,7 @@
 """One exchange with one backend: send the body, stream the answer back chunk by chunk, time it.
 
 Bytes are forwarded as they arrive, never re-encoded. The only per-chunk work is a scan for SSE event
-boundaries (token timing) and a timer reschedule (idle timeout). The connection to the backend is
+boundaries (token timing) and noting when the chunk came (idle timeout). The connection to the backend is
 closed, not returned to the pool, when the exchange is abandoned early: that is what makes vLLM abort
 the sequence and free its KV blocks.
 """
@@ -116,6 +116,35 @@ class _Relay:
     tail: bytes = b""
     """The last bytes of a non-streaming body, where `usage` is."""
     on_tokens: Callable[[int], None] | None = None
+    watch: _IdleWatch | None = None
+    """The idle timeout, from the first chunk on."""
+
+
+class _IdleWatch:
+    """The idle timeout of a response under way: `deadline` fires once `idle` seconds pass after the
+    last chunk. A chunk only notes when it came (`last`); the one timer is re-armed when it fires and
+    finds a later chunk, so a stream of n chunks costs a few timers, not n reschedules."""
+
+    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "last")
+
+    def __init__(self, deadline: asyncio.Timeout, idle: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._deadline = deadline
+        self._idle = idle
+        self.last = self._loop.time()
+        deadline.reschedule(None)  # this watch decides from now on; stop() still moves the deadline
+        self._handle = self._loop.call_at(self.last + idle, self._check)
+
+    def _check(self) -> None:
+        due = self.last + self._idle
+        now = self._loop.time()
+        if now >= due:
+            self._deadline.reschedule(now)
+        else:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
 
 
 class Upstream:
@@ -212,6 +241,8 @@ class Upstream:
                     resp.release()
                 finally:
                     self._deadlines.discard(deadline)
+                    if relay.watch is not None:
+                        relay.watch.cancel()
         except TimeoutError:
             if self._stopping:
                 if not relay.status:
@@ -251,7 +282,6 @@ class Upstream:
         relay.status = resp.status
         stats = progress if resp.status == 200 else None
         clock = self._clock
-        reschedule = deadline.reschedule
         loop_time = asyncio.get_running_loop().time
         idle = self._timeouts.idle
         on_tokens = relay.on_tokens if stats is not None else None
@@ -266,7 +296,9 @@ class Upstream:
             else:
                 relay.tail = (relay.tail + chunk)[-512:]
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            reschedule(loop_time() + idle)
+            if relay.watch is None:
+                relay.watch = _IdleWatch(deadline, idle)
+            relay.watch.last = loop_time()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _finished(self, relay: _Relay, stats: StreamStats | None, dispatched: float) -> Exchange:

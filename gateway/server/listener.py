@@ -54,7 +54,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from gateway.config.listen import ListenLimits
-from gateway.proxy.asgi import ABORT
+from gateway.proxy.asgi import ABORT, GONE
 from gateway.proxy.errors import GatewayError
 from gateway.server.connection_cap import Connections
 
@@ -143,6 +143,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._cancel_body_timer()
         super().connection_lost(exc)
+        self._client_gone()
         self._unlink()
 
     def _unlink(self) -> None:
@@ -282,6 +283,7 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         cycle.disconnected = True  # the application's receive reports a disconnect; its sends are dropped
         cycle.message_event.set()
+        self._client_gone()
         self.transport.write(raw_response(err))
         self.transport.close()
 
@@ -315,7 +317,17 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is not None:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
+            self._client_gone()
         self._reset()
+
+    def _client_gone(self) -> None:
+        """Tell the running request its client is gone, if it asked (the `GONE` extension)."""
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            extensions: dict[str, Any] = cycle.scope.get("extensions") or {}
+            on_gone = extensions.pop(GONE, None)
+            if on_gone is not None:
+                on_gone()
 
     def _reset(self) -> None:
         """Abort with a TCP reset. A plain close would leave the kernel holding what the client

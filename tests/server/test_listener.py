@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from gateway.config.listen import ListenLimits
+from gateway.proxy.asgi import GONE
 from gateway.server.connection_cap import Connections
 from gateway.server.listener import GuardedProtocol
 from gateway.server.serve import bind
@@ -287,3 +288,45 @@ async def test_a_closed_connection_is_freed_by_reference_counting_not_left_to_th
         gc.enable()
         server.should_exit = True
         await task
+
+
+async def test_the_request_is_called_back_once_when_its_client_leaves_and_not_after_its_answer() -> None:
+    calls: list[str] = []
+    answered = asyncio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()  # the whole (empty) body
+        path = scope["path"]
+        scope["extensions"][GONE] = lambda: calls.append(path)
+        if path == "/answer":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+            answered.set()
+        else:
+            await asyncio.Event().wait()  # cancelled at shutdown
+
+    protocol = functools.partial(GuardedProtocol, limits=LIMITS, connections=Connections(8))
+    config = uvicorn.Config(app, http=protocol, lifespan="off", log_level="warning")  # type: ignore[arg-type]
+    server = uvicorn.Server(config)
+    sock = bind("127.0.0.1", 0)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    port = sock.getsockname()[1]
+    for path in ("/answer", "/wait"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % path.encode())
+        if path == "/answer":
+            await asyncio.wait_for(answered.wait(), 10)
+            await reader.readuntil(b"ok")
+        else:
+            while not server.server_state.tasks:  # noqa: ASYNC110 - the request has started
+                await asyncio.sleep(0.01)
+        writer.close()
+        await writer.wait_closed()
+    for _ in range(500):
+        if calls:
+            break
+        await asyncio.sleep(0.01)  # the server notices the closed connection on its next read
+    assert calls == ["/wait"]
+    server.should_exit = True
+    server.force_exit = True
+    await serving
