@@ -59,7 +59,8 @@ def test_x_priority_lowers_or_chooses_within_the_tenant_range_never_above(gatewa
     waited: dict[str, float] = {}
 
     def send(label: str, key: str, priority: str | None, max_tokens: int) -> None:
-        headers = {"authorization": f"Bearer {key}"}
+        # They wait behind the blocker on purpose: clients that would rather wait than be refused.
+        headers = {"authorization": f"Bearer {key}", "x-queue-timeout": "60"}
         if priority is not None:
             headers["x-priority"] = priority
         body = {"model": "tiny-llama", "prompt": "x", "max_tokens": max_tokens, "ignore_eos": True}
