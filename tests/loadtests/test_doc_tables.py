@@ -20,13 +20,13 @@ Prose after.
 """
 
 
-def test_only_the_block_is_replaced_and_it_names_command_and_commit(tmp_path: Path) -> None:
+def test_only_the_block_is_replaced_and_it_names_its_command(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
     doc.write_text(DOC)
     write_block(doc, "bench-x", "| a |\n|---|\n| 1 |\n", command="make bench-x")
     text = doc.read_text()
     assert text.startswith(
-        "# Title\n\nProse before.\n\n<!-- generated: bench-x -->\nMade by `make bench-x` at"
+        "# Title\n\nProse before.\n\n<!-- generated: bench-x -->\nMade by `make bench-x`:\n"
     )
     assert "old table" not in text and "| a |\n|---|\n| 1 |\n<!-- /generated: bench-x -->" in text
     assert text.endswith("\n\nProse after.\n")
