@@ -3,7 +3,8 @@
 usage: python -m loadtests.client_sla [--engine real|sim] [--profile tiny-cpu-4l] [--engine-url URL]
        [--duration 60] [--repeat 3] [--factors 0.5,0.9,1.5,3] [--burstiness 1,0.25] [--loops open,closed]
        [--input-len 200] [--output-len 120] [--ttft-ms 1500] [--tpot-ms 150] [--capacity RPS]
-       [--fixed-limit N] [--sweep 0.125,0.25,0.5,0.75,1] [--gateway-checkout DIR] [--out DIR] [--rejudge]
+       [--fixed-limit N] [--sweep 0.125,0.25,0.5,0.75,1] [--gateway-checkout DIR] [--candidate DIR]
+       [--out DIR] [--rejudge]
 
 First the engine's capacity (closed loop at `max_num_seqs`, requests/s) and the fixed limit (the best
 closed-loop goodput of a few concurrencies, straight at the engine), unless given; then every cell
@@ -12,7 +13,9 @@ closed-loop goodput of a few concurrencies, straight at the engine), unless give
 (loadtests.client_sla.client) from VLLM_VENV; `--engine real` starts the CPU engine of
 scripts/vllm_cpu/engine.py niced (unless `--engine-url`); `--engine sim` starts `llm-gateway sim`
 with `--profile`, counting prompt tokens at the bytes per token the client's tokenizer makes.
-`--gateway-checkout` runs the gateway from another worktree (with its own .venv). `--rejudge`
+`--gateway-checkout` runs the gateway from another worktree (with its own .venv); `--candidate DIR`
+adds DIR's gateway as a fourth target, interleaved with the others, to compare a change before and
+after in the same minutes. `--rejudge`
 writes the tables again from DIR's outcomes without running anything.
 """
 
@@ -56,6 +59,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fixed-limit", type=int, help="skips the sweep")
     p.add_argument("--sweep", default="0.125,0.25,0.5,0.75,1", help="fractions of max_num_seqs")
     p.add_argument("--gateway-checkout", type=Path, default=ROOT)
+    p.add_argument("--candidate", type=Path, help="another checkout's gateway, run as the target `candidate`")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "client-sla")
     p.add_argument("--rejudge", action="store_true")
     return p.parse_args(argv)
@@ -110,7 +114,7 @@ def measure(args: argparse.Namespace) -> int:
     ):
         url, model, max_num_seqs = engine
         setup = run.Setup(url, model, str(tokenizer), max_num_seqs, workload, args.duration, args.out,
-                          args.gateway_checkout)  # fmt: skip
+                          args.gateway_checkout, args.candidate)  # fmt: skip
         bench = run.Bench(setup, worker)
         capacity = args.capacity or bench.capacity()
         print(f"capacity: {capacity:.2f} req/s (closed loop, {max_num_seqs} clients)", flush=True)
@@ -125,7 +129,8 @@ def measure(args: argparse.Namespace) -> int:
         }
         (args.out / "meta.json").write_text(json.dumps(meta, indent=1))
         cells = plan.cells(_floats(args.factors), _floats(args.burstiness), args.loops.split(","))
-        runs = plan.schedule(cells, args.repeat, args.targets.split(","))
+        targets = args.targets.split(",") + ([plan.CANDIDATE] if args.candidate else [])
+        runs = plan.schedule(cells, args.repeat, targets)
         run.run_all(bench, runs, capacity, limit, _progress)
     return rejudge(args)
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 TARGETS = ("direct", "fixed", "gateway")
+CANDIDATE = "candidate"
+"""The gateway from another checkout (a branch under test), run beside this one's in every repetition."""
 Loop = Literal["open", "closed"]
 
 

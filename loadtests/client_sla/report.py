@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from statistics import median
 
-from loadtests.client_sla.plan import TARGETS
+from loadtests.client_sla.plan import CANDIDATE, TARGETS
 from loadtests.client_sla.records import Summary
 from loadtests.client_sla.run import Outcome
 from loadtests.client_sla.verdict import Check, Verdict, judge_cells
@@ -39,7 +39,7 @@ def runs_table(outcomes: Sequence[Outcome]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in cells:
-        for target in TARGETS:
+        for target in (*TARGETS, CANDIDATE):
             runs = groups.get((cell, target))
             if not runs:
                 continue
@@ -87,4 +87,6 @@ def verdicts_for(
     outcomes: Sequence[Outcome], capacity: float, ttft_target_ms: float
 ) -> dict[tuple[str, str], Verdict]:
     overloaded = {o.run.cell.name: o.run.cell.overloaded for o in outcomes}
-    return judge_cells(grouped(outcomes), overloaded, capacity, ttft_target_ms)
+    return judge_cells(
+        grouped(outcomes), overloaded, capacity, ttft_target_ms, ("fixed", "gateway", CANDIDATE)
+    )

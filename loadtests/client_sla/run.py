@@ -34,6 +34,7 @@ class Setup:
     duration_s: float
     out: Path
     gateway_checkout: Path = ROOT
+    candidate_checkout: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,10 @@ class Bench:
         config = servers.gateway_config(
             s.engine_url, s.workload.ttft_ms / 1000, s.workload.tpot_ms / 1000, limit
         )
+        if name == plan.CANDIDATE:
+            if s.candidate_checkout is None:
+                raise ValueError("the candidate target needs --candidate DIR")
+            return _gateway_url(config, s.candidate_checkout)
         return _gateway_url(config, s.gateway_checkout)
 
     def execute(self, run: plan.Run, capacity: float, fixed_limit: int) -> Outcome:
