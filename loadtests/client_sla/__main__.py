@@ -56,6 +56,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--ttft-ms", type=float, default=1500.0)
     p.add_argument("--tpot-ms", type=float, default=150.0)
     p.add_argument("--capacity", type=float, help="requests/s; skips the capacity run")
+    p.add_argument(
+        "--capacity-rounds", type=int, default=8, help="capacity run: max_num_seqs x this many requests"
+    )
     p.add_argument("--fixed-limit", type=int, help="skips the sweep")
     p.add_argument("--sweep", default="0.125,0.25,0.5,0.75,1", help="fractions of max_num_seqs")
     p.add_argument("--gateway-checkout", type=Path, default=ROOT)
@@ -116,7 +119,7 @@ def measure(args: argparse.Namespace) -> int:
         setup = run.Setup(url, model, str(tokenizer), max_num_seqs, workload, args.duration, args.out,
                           args.gateway_checkout, args.candidate)  # fmt: skip
         bench = run.Bench(setup, worker)
-        capacity = args.capacity or bench.capacity()
+        capacity = args.capacity or bench.capacity(args.capacity_rounds)
         print(f"capacity: {capacity:.2f} req/s (closed loop, {max_num_seqs} clients)", flush=True)
         limit = args.fixed_limit
         if limit is None:
