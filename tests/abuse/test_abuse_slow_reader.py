@@ -20,7 +20,14 @@ def test_clients_that_stop_reading_give_their_slots_back() -> None:
         stalled = [stalled_stream(port_of(gw), "instant", 30_000) for _ in range(2)]
         assert inflight(gw) == 2  # the fixed limit is held by clients that read nothing more
 
-        client = openai.OpenAI(base_url=f"{gw.url}/v1", api_key="k", max_retries=0, timeout=30)
+        # It waits for a slot (x-queue-timeout: patient) until the stalled clients are cut.
+        client = openai.OpenAI(
+            base_url=f"{gw.url}/v1",
+            api_key="k",
+            max_retries=0,
+            timeout=30,
+            default_headers={"x-queue-timeout": "10"},
+        )
         done = client.completions.create(model="instant", prompt="hello", max_tokens=5)
         assert done.choices[0].text  # served, not left waiting for the queue timeout
 

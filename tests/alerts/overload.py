@@ -76,8 +76,14 @@ class Overload:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._ready.set()
+        # Clients that would rather wait than be refused (x-queue-timeout): the load stands in the
+        # queue, as capacity running out looks when the excess is patient.
         client = openai.AsyncOpenAI(
-            base_url=f"{self.base_url}/v1", api_key="unused", max_retries=0, timeout=120.0
+            base_url=f"{self.base_url}/v1",
+            api_key="unused",
+            max_retries=0,
+            timeout=120.0,
+            default_headers={"x-queue-timeout": "60"},
         )
         tasks = [asyncio.create_task(self._client(client)) for _ in range(self.workers)]
         try:

@@ -172,7 +172,7 @@ def test_prometheus_starts_loads_the_rules_and_stops_by_pid(tmp_path: Path) -> N
         assert build["version"].startswith("2.")
         groups = prom.get_json("/api/v1/rules", type="alert")["data"]["groups"]
         loaded = {r["name"]: r for g in groups for r in g["rules"]}
-        assert len(loaded) == 10
+        assert len(loaded) == 11
         assert loaded["GatewayDown"]["labels"]["severity"] == "critical"
         assert loaded["GatewayCapacityExhausted"]["duration"] == 300
         assert all(r["health"] != "err" for r in loaded.values())

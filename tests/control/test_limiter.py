@@ -165,7 +165,7 @@ def test_only_ticks_that_saw_the_limit_idle_make_a_quiet_spell() -> None:
 def test_an_idle_backend_keeps_its_limit_for_the_next_burst() -> None:
     # The sla algorithm would go back to its initial limit after `idle_restart` seconds idle; the
     # limiter keeps the limit learned, so a burst finds the room the engine gave the last one.
-    lim, clock, _ = limiter("sla")
+    lim, clock = limiter("sla")
     lim.adopt(20)
     for _ in range(10):
         clock.advance(1.0)
@@ -176,7 +176,7 @@ def test_an_idle_backend_keeps_its_limit_for_the_next_burst() -> None:
 
 
 def test_a_burst_after_a_quiet_spell_gets_what_the_kv_cache_holds_whole() -> None:
-    lim, clock, _ = limiter("aimd")
+    lim, clock = limiter("aimd")
     lim.adopt(4)  # the algorithm's limit, moved: no start from the KV cache
     lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000))
     lim.acquire().release(Sample(dispatched_at=clock.now, e2e=1.0, prompt_tokens=60, output_tokens=40))
