@@ -10,8 +10,8 @@ values over their target per signal, r the worst P90/target, C the saturation ca
     some signal misses more than 1/10 at alpha:
         a probe is pending                           L <- its base              p90_over_target
         the last cut is under a turnover old         hold                       insufficient_samples
-        L <= half the limit the cuts began at, a turnover measured, and its miss share not lower
-        at alpha                                     L <- that limit, held      sla_infeasible
+        L <= half the limit the cuts began at, a turnover measured, and its miss share, on as
+        many values, not lower at alpha              L <- that limit, held      sla_infeasible
         otherwise                                    L <- L max(beta, 1/r)      p90_over_target
     every signal misses less than 1/10 at alpha:
         a probe pending, measured: a gain beyond its noise keeps it, else L <- its base, C <- L
@@ -125,7 +125,7 @@ class GoodputLimit:
         anchor = model.anchor
         if anchor is None:
             model.anchor = (limit, count)
-        elif settled and limit <= anchor[0] / 2 and not ev.lower_share(count, anchor[1], self.params.alpha):
+        elif settled and limit <= anchor[0] / 2 and ev.no_lower_share(count, anchor[1], self.params.alpha):
             return self._infeasible(obs, anchor[0], count, anchor[1])
         model.fail(limit, r, self._until(obs))
         wanted = limit * max(self.params.max_decrease, 1.0 / r if r > 1.0 else 1.0)

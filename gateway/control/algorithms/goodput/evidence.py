@@ -81,6 +81,12 @@ def lower_share(low: Count, high: Count, alpha: float) -> bool:
     return (high.share - low.share) / spread >= z_of(alpha)
 
 
+def no_lower_share(low: Count, high: Count, alpha: float) -> bool:
+    """`low` stands on at least as many values as `high` and still does not miss a significantly
+    smaller share: a lower share, had there been one, had the same power to show as `high`'s."""
+    return low.n >= high.n and not lower_share(low, high, alpha)
+
+
 class RateMeter:
     """Output tokens/s of the limit in force, counted from `settle` after it took effect."""
 
