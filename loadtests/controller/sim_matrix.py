@@ -34,8 +34,8 @@ from gateway.control.algorithms import create
 from gateway.control.window import nearest_rank
 from gateway.sim.profiles import Profile, get_profile
 from gateway.types import SLA
-from loadtests.controller.oracle import SLACK, grid, median
 from loadtests.controller.matrix import LEVELS, Workload, argument, selected, targets
+from loadtests.controller.oracle import SLACK, grid, median
 from loadtests.controller.sim_loop import Done, Run, simulate
 
 SERVERS: dict[str, dict[str, float | int]] = {
@@ -178,7 +178,9 @@ def run_seed(
         meeting = {n: r.goodput for n, r in fixed.items() if r.meets}
         best = max(meeting, key=lambda n: meeting[n]) if meeting else None
         for name in algorithms:
-            result = judge(run(name, args.params if name == args.algorithms[0] else {}, sla), sla, args.settle)
+            result = judge(
+                run(name, args.params if name == args.algorithms[0] else {}, sla), sla, args.settle
+            )
             v = verdict(result, direct, fixed)
             print(cell_line(name, result, direct) + f"  {v}")
             ratio = versus_best(result, direct, fixed)

@@ -12,7 +12,8 @@ values over their target per signal, r the worst P90/target, C the saturation ca
         the last cut is under a turnover old         hold                       insufficient_samples
         L <= half the limit the cuts began at, a turnover measured, and its miss share, on as
         many values, not lower at alpha              L <- that limit, held      sla_infeasible
-        otherwise                                    L <- L max(beta, 1/r)      p90_over_target
+        otherwise                                    L <- L max(beta, 1/r')     p90_over_target
+    (r': the larger of r and the median of the misses over their target)
     every signal misses less than 1/10 at alpha:
         a probe pending, measured: a gain beyond its noise keeps it, else L <- its base, C <- L
                                                                                 probe / no_gain
@@ -94,12 +95,13 @@ class GoodputLimit:
         alpha = self.params.alpha
         missed = [s for s, c in counts.items() if ev.over(c, alpha)]
         met = bool(counts) and all(ev.under(c, alpha) for c in counts.values())
-        floor = self.model.held_floor(obs.now)
+        floor = self.model.held_floor(obs.p90)
         if floor is not None and not met:
             return self._on_floor(obs, epoch, floor, r)
         self.model.floor = None
         if missed:
-            return self._over(obs, counts[missed[0]], r)
+            target = self.sla.targets()[missed[0]]
+            return self._over(obs, counts[missed[0]], max(r, ev.missed_by(obs, missed[0], target)))
         if met:
             self.model.end_cuts()
             return self._under(obs, epoch, r)
@@ -135,7 +137,7 @@ class GoodputLimit:
         """Halving the limit did not lower the misses: hold the higher limit and report the floor."""
         model = self.model
         floor = dict(model.lowest)
-        model.floor = Floor(back, floor, self._until(obs))
+        model.floor = Floor(back, floor)
         model.end_cuts()
         model.bad = None
         text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
@@ -179,8 +181,11 @@ class GoodputLimit:
             if not ev.gained(meter, base.meter, self.params.alpha):
                 model.fail(limit, 1.0, self._until(obs))
                 return decide(
-                    obs, base.limit, "no_gain", f"{meter.rate:.0f} tok/s at {limit}, "
-                    f"{base.meter.rate:.0f} at {base.limit}: no gain beyond the noise"
+                    obs,
+                    base.limit,
+                    "no_gain",
+                    f"{meter.rate:.0f} tok/s at {limit}, "
+                    f"{base.meter.rate:.0f} at {base.limit}: no gain beyond the noise",
                 )
         step = max(1, math.floor(limit * self.params.probe_step))
         bad = model.failed(obs, r)

@@ -55,6 +55,16 @@ def counts(obs: Observation, sla: SLA) -> dict[Signal, Count]:
     return out
 
 
+def missed_by(obs: Observation, signal: Signal, target: float) -> float:
+    """How far the requests that missed `target` missed it: the median of their values over the
+    target (the P90/target where there are no values). Under a change of the engine the misses are
+    the requests that met the new conditions, where an epoch's P90 still mixes in the old."""
+    over_values = [v for v in obs.values.get(signal, []) if v > target]
+    if not over_values:
+        return obs.p90.get(signal, target) / target
+    return over_values[len(over_values) // 2] / target
+
+
 def over(c: Count, alpha: float) -> bool:
     """The values show, at `alpha`, that more than a tenth miss: the P90 is over target.
 

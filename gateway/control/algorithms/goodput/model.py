@@ -10,7 +10,8 @@ saturation cap, the limit a probe started from, and a latency floor.
   holds plus those the engine does not yet hold, and a probe that gained nothing; remembered for
   `memory` turnovers.
 - The floor: when halving the limit did not lower the miss share significantly, latency is not
-  the limit's to control; the limit holds where it was, and the P90s that stayed are reported.
+  the limit's to control; the limit holds where it was, and the P90s that stayed are reported,
+  until the SLA is met or a P90 reads under the floor (latency changed).
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ class Probe:
 class Floor:
     limit: int
     p90: dict[Signal, float]
-    until: float
 
 
 @dataclass(slots=True)
@@ -123,7 +123,10 @@ class Model:
         self.anchor = None
         self.lowest = {}
 
-    def held_floor(self, now: float) -> Floor | None:
-        if self.floor is not None and now >= self.floor.until:
+    def held_floor(self, p90: dict[Signal, float]) -> Floor | None:
+        """The floor, unless a P90 read now is under the floor it made: then latency has changed
+        and the floor no longer describes it."""
+        floor = self.floor
+        if floor is not None and any(p90.get(s, math.inf) < v for s, v in floor.p90.items()):
             self.floor = None
         return self.floor

@@ -34,7 +34,7 @@ class GoodputParams:
     settle: float = _param(1.0, 0.0)
     """Turnovers after a change before its rate counts: the requests admitted before it are gone."""
     memory: float = _param(20.0, 0.0)
-    """Turnovers a failed probe or a latency floor is remembered, then tried again."""
+    """Turnovers a failed probe or the engine's batch is remembered, then tried again."""
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, object]) -> GoodputParams:
@@ -46,6 +46,8 @@ class GoodputParams:
             if f.type == "int":
                 values[f.name] = p.integer(f.name, int(default), low=int(low))
             else:
-                values[f.name] = p.number(f.name, default, low=low, high=high, low_open=f.metadata["low_open"])
+                values[f.name] = p.number(
+                    f.name, default, low=low, high=high, low_open=f.metadata["low_open"]
+                )
         p.finish()
         return cls(**values)  # type: ignore[arg-type]
