@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.control.algorithms.goodput.evidence import Count, RateMeter, gained, lower_share, over, under
@@ -29,11 +29,13 @@ def test_at_exactly_the_target_a_cut_and_a_raise_are_each_as_rare_as_alpha(n: in
     assert chance(n, 0.1, under, alpha) <= alpha
 
 
+@settings(deadline=None)
 @given(st.integers(1, 400), st.floats(0.001, 0.5))
 def test_the_two_tests_never_agree(n: int, alpha: float) -> None:
     assert not any(over(Count(n, k), alpha) and under(Count(n, k), alpha) for k in range(n + 1))
 
 
+@settings(deadline=None)
 @given(st.integers(1, 300), st.integers(0, 300), st.floats(0.001, 0.5))
 def test_each_test_is_monotone_in_the_misses(n: int, k: int, alpha: float) -> None:
     # One more miss never turns a cut into no cut, nor no raise into a raise.
