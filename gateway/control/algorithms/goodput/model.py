@@ -90,11 +90,7 @@ class Model:
         if obs.kv_fits is not None:
             cap = min(cap, obs.kv_fits + outside(obs))
         bad = self.failed(obs, r)
-        if bad is None:
-            return cap
-        # Latency grows at most in proportion to the limit, so below B / r_B it may meet the SLA
-        # that B missed by r_B; from there on a raise is a probe.
-        return min(cap, bad - 1, math.floor(bad / max(1.0, self.bad[1] if self.bad else 1.0)))
+        return cap if bad is None else min(cap, bad - 1)
 
     def failed(self, obs: Observation, r: float) -> int | None:
         """The remembered failure, unless it expired or the latency now shows it would meet the
