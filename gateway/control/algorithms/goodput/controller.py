@@ -6,12 +6,14 @@ values over their target per signal, r the worst P90/target, C the saturation ca
 
     the limit held nothing back                      hold                       not_binding
     (every move is clamped to [floor, ceiling]; at the ceiling a raise is an `at_ceiling` hold)
-    a floor is held (gc.model)                       hold                       sla_infeasible
+    a floor is held (gc.model): L < C, a turnover on L <- min(C, m L), else a probe as past the
+                                                     cap, on throughput         sla_infeasible
     some signal misses more than 1/10 at alpha:
         a probe is pending                           L <- its base              p90_over_target
         the last cut is under a turnover old         hold                       insufficient_samples
-        L <= half the limit the cuts began at, a turnover measured, and its miss share, on as
-        many values, not lower at alpha              L <- that limit, held      sla_infeasible
+        L <= half the limit the cuts began at, and its miss share not lower at alpha: on as many
+        values, after a turnover                     L <- that limit, held      sla_infeasible
+                                   on fewer          hold                       insufficient_samples
         otherwise                                    L <- L max(beta, 1/r')     p90_over_target
     (r': the larger of r and the median of the misses over their target)
     every signal misses less than 1/10 at alpha:
@@ -127,8 +129,11 @@ class GoodputLimit:
         anchor = model.anchor
         if anchor is None:
             model.anchor = (limit, count)
-        elif settled and limit <= anchor[0] / 2 and ev.no_lower_share(count, anchor[1], self.params.alpha):
-            return self._infeasible(obs, anchor[0], count, anchor[1])
+        elif limit <= anchor[0] / 2 and not ev.lower_share(count, anchor[1], self.params.alpha):
+            # Past half, cut on only where the cuts are shown to lower the misses.
+            if settled and ev.no_lower_share(count, anchor[1], self.params.alpha):
+                return self._infeasible(obs, anchor[0], count, anchor[1])
+            return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the misses?")
         model.fail(limit, r, self._until(obs))
         wanted = limit * max(self.params.max_decrease, 1.0 / r if r > 1.0 else 1.0)
         return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: L x 1/r")
@@ -136,7 +141,8 @@ class GoodputLimit:
     def _infeasible(self, obs: Observation, back: int, low: ev.Count, high: ev.Count) -> Decision:
         """Halving the limit did not lower the misses: hold the higher limit and report the floor."""
         model = self.model
-        floor = dict(model.lowest)
+        targets = self.sla.targets()
+        floor = {s: v for s, v in model.lowest.items() if v > targets.get(s, float("inf"))}
         model.floor = Floor(back, floor)
         model.end_cuts()
         model.bad = None
@@ -146,8 +152,18 @@ class GoodputLimit:
 
     def _on_floor(self, obs: Observation, epoch: Epoch, floor: Floor, r: float) -> Decision:
         """No limit meets the SLA: climb on throughput alone, as past the saturation cap."""
-        if obs.limit != floor.limit and self.model.probe is None:
+        model, limit = self.model, obs.limit
+        queue = math.floor(epoch.queue)
+        if queue >= 1:
+            model.saturated_at(limit - queue, obs.now, self._until(obs))
+        cap = model.saturation(obs, 1.0)
+        if limit != floor.limit and model.probe is None:
             d = decide(obs, floor.limit, "sla_infeasible", "back to the limit held")
+        elif model.probe is None and limit < cap and obs.since_change >= self.tau:
+            # Latency does not fall with the limit, so by Little's law throughput grows with it up
+            # to the engine's saturation: grow as slow start does, without a latency step.
+            wanted = max(limit + 1, min(cap, math.floor(limit * self.params.max_increase)))
+            d = decide(obs, wanted, "sla_infeasible", f"below the cap {cap:g}")
         else:
             d = self._probe(obs, epoch, epoch.rate, r)
         floor.limit = d.limit
