@@ -40,8 +40,11 @@ def best_fixed_goodput(sla: SLA) -> float:
     return best
 
 
-@pytest.mark.parametrize("sla", [SLA(ttft_p90=0.32, tpot_p90=0.012), SLA(ttft_p90=0.5, tpot_p90=0.02)])
-def test_goodput_is_within_a_tenth_of_the_best_fixed_limit(sla: SLA) -> None:
+@pytest.mark.timeout(600)
+def test_goodput_is_within_a_tenth_of_the_best_fixed_limit() -> None:
+    # The tight level of the matrix: TPOT binds at a limit of about 9, where it turns from every
+    # request meeting it to every request missing it within one more request in flight.
+    sla = SLA(ttft_p90=0.32, tpot_p90=0.012)
     run = simulate(CHAT_SHORT, create("goodput", {}, sla), sla, duration=DURATION)
     result = judge(run, dict(sla.targets()), SETTLE)
     assert result.meets
