@@ -11,9 +11,10 @@ values over their target per signal, r the worst P90/target, C the saturation ca
     some signal misses more than 1/10 at alpha:
         a probe is pending                           L <- its base              p90_over_target
         the last cut is under a turnover old         hold                       insufficient_samples
-        L <= half the limit the cuts began at, and its miss share not lower at alpha: on as many
-        values, after a turnover                     L <- that limit, held      sla_infeasible
+        L <= half the limit the cuts began at, and its values not lower at alpha (Mann-Whitney):
+        on as many values, after a turnover          L <- that limit, held      sla_infeasible
                                    on fewer          hold                       insufficient_samples
+        L at the floor limit, a turnover measured    as above                   sla_infeasible
         otherwise                                    L <- L max(beta, 1/r')     p90_over_target
     (r': the larger of r and the median of the misses over their target)
     every signal misses less than 1/10 at alpha:
@@ -44,7 +45,7 @@ from gateway.control.algorithms.base import clamp, decide, is_binding, worst_rat
 from gateway.control.algorithms.goodput import evidence as ev
 from gateway.control.algorithms.goodput.model import Epoch, Floor, Model, Probe
 from gateway.control.algorithms.goodput.params import GoodputParams
-from gateway.types import SLA, Decision, Direction, Observation
+from gateway.types import SLA, Decision, Direction, Observation, Signal
 
 
 class GoodputLimit:
@@ -103,7 +104,7 @@ class GoodputLimit:
         self.model.floor = None
         if missed:
             target = self.sla.targets()[missed[0]]
-            return self._over(obs, counts[missed[0]], max(r, ev.missed_by(obs, missed[0], target)))
+            return self._over(obs, missed[0], counts[missed[0]], max(r, ev.missed_by(obs, missed[0], target)))
         if met:
             self.model.end_cuts()
             return self._under(obs, epoch, r)
@@ -115,7 +116,7 @@ class GoodputLimit:
 
     # -- over target: cut --------------------------------------------------------------------
 
-    def _over(self, obs: Observation, count: ev.Count, r: float) -> Decision:
+    def _over(self, obs: Observation, signal: Signal, count: ev.Count, r: float) -> Decision:
         model, limit = self.model, obs.limit
         model.seen(obs.p90)
         text = f"{count.k} of {count.n} over target (P90 {r:.2f}x)"
@@ -126,19 +127,22 @@ class GoodputLimit:
         settled = obs.since_change >= self.tau
         if self._last_move is Direction.DOWN and not settled:
             return decide(obs, limit, "insufficient_samples", f"{text}; the last cut takes a turnover")
-        anchor = model.anchor
-        if anchor is None:
-            model.anchor = (limit, count)
-        elif limit <= anchor[0] / 2 and not ev.lower_share(count, anchor[1], self.params.alpha):
-            # Past half, cut on only where the cuts are shown to lower the misses.
-            if settled and ev.no_lower_share(count, anchor[1], self.params.alpha):
-                return self._infeasible(obs, anchor[0], count, anchor[1])
-            return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the misses?")
+        anchor, values = model.anchor, obs.values.get(signal, [])
+        if anchor is None or anchor[1] != signal:
+            model.anchor = (limit, signal, values)
+        elif limit <= obs.floor and settled:
+            # Over target at the lowest limit there is: no limit meets the SLA.
+            return self._infeasible(obs, anchor[0], count, signal)
+        elif limit <= anchor[0] / 2 and not ev.lower(values, anchor[2], self.params.alpha):
+            # Past half, cut on only where the cuts are shown to lower the latency.
+            if settled and ev.no_lower(values, anchor[2], self.params.alpha):
+                return self._infeasible(obs, anchor[0], count, signal)
+            return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
         model.fail(limit, r, self._until(obs))
         wanted = limit * max(self.params.max_decrease, 1.0 / r if r > 1.0 else 1.0)
         return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: L x 1/r")
 
-    def _infeasible(self, obs: Observation, back: int, low: ev.Count, high: ev.Count) -> Decision:
+    def _infeasible(self, obs: Observation, back: int, low: ev.Count, signal: Signal) -> Decision:
         """Halving the limit did not lower the misses: hold the higher limit and report the floor."""
         model = self.model
         targets = self.sla.targets()
@@ -147,7 +151,7 @@ class GoodputLimit:
         model.end_cuts()
         model.bad = None
         text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
-        detail = f"{low.k}/{low.n} over at {obs.limit} as {high.k}/{high.n} at {back}: floor {text}"
+        detail = f"{signal} no lower at {obs.limit} ({low.k}/{low.n} over) than at {back}: floor {text}"
         return decide(obs, back, "sla_infeasible", detail, floor)
 
     def _on_floor(self, obs: Observation, epoch: Epoch, floor: Floor, r: float) -> Decision:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gateway.control.algorithms.goodput.evidence import Count, RateMeter, engine_queue, outside
+from gateway.control.algorithms.goodput.evidence import RateMeter, engine_queue, outside
 from gateway.types import Observation, Signal
 
 
@@ -77,8 +77,8 @@ class Model:
     """The lowest limit that missed the SLA or gained nothing, the P90/target it missed by (1
     for no gain), and until when it is remembered."""
     probe: Probe | None = None
-    anchor: tuple[int, Count] | None = None
-    """The limit a run of cuts began at, and the misses it showed there."""
+    anchor: tuple[int, Signal, list[float]] | None = None
+    """The limit a run of cuts began at, the signal that missed there, and its values."""
     lowest: dict[Signal, float] = field(default_factory=dict)
     """The lowest P90 per signal seen since the run of cuts began."""
     floor: Floor | None = None
