@@ -98,7 +98,7 @@ class GoodputLimit:
         alpha = self.params.alpha
         missed = [s for s, c in counts.items() if ev.over(c, alpha)]
         met = bool(counts) and all(ev.under(c, alpha) for c in counts.values())
-        floor = self.model.held_floor(obs.p90)
+        floor = self.model.floor
         if floor is not None and not met:
             return self._on_floor(obs, epoch, floor, r)
         self.model.floor = None

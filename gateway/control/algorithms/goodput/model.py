@@ -11,7 +11,7 @@ saturation cap, the limit a probe started from, and a latency floor.
   `memory` turnovers.
 - The floor: when halving the limit did not lower the miss share significantly, latency is not
   the limit's to control; the limit holds where it was, and the P90s that stayed are reported,
-  until the SLA is met or a P90 reads under the floor (latency changed).
+  until the SLA is met.
 """
 
 from __future__ import annotations
@@ -122,11 +122,3 @@ class Model:
     def end_cuts(self) -> None:
         self.anchor = None
         self.lowest = {}
-
-    def held_floor(self, p90: dict[Signal, float]) -> Floor | None:
-        """The floor, unless a P90 read now is under the floor it made: then latency has changed
-        and the floor no longer describes it."""
-        floor = self.floor
-        if floor is not None and any(p90.get(s, math.inf) < v for s, v in floor.p90.items()):
-            self.floor = None
-        return self.floor

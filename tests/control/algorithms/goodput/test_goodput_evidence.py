@@ -52,7 +52,7 @@ def test_far_from_the_target_both_directions_decide_on_few_values() -> None:
 def test_lower_latency_must_be_beyond_chance_even_where_everything_misses() -> None:
     high = [2.0 + i / 100 for i in range(40)]
     assert lower([1.2 + i / 100 for i in range(40)], high, 0.05)  # every value still over a 1-s target
-    assert not lower(high[:20], high, 0.05)
+    assert not lower(high[::2], high, 0.05)  # half of the same values
     assert no_lower(high, high, 0.05)
     assert not no_lower(high[:10], high, 0.05)  # fewer values: not enough power to say
 
