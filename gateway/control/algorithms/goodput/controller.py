@@ -128,7 +128,8 @@ class GoodputLimit:
         if self._last_move is Direction.DOWN and not settled:
             return decide(obs, limit, "insufficient_samples", f"{text}; the last cut takes a turnover")
         anchor, values = model.anchor, obs.values.get(signal, [])
-        if anchor is None or anchor[1] != signal:
+        if anchor is None or anchor[1] != signal or ev.lower(anchor[2], values, self.params.alpha):
+            # No run of cuts yet, or latency rose since it began: conditions changed, start anew.
             model.anchor = (limit, signal, values)
         elif limit <= obs.floor and settled:
             # Over target at the lowest limit there is: no limit meets the SLA.
