@@ -16,7 +16,8 @@ values over their target per signal, r the worst P90/target, C the saturation ca
                                    on fewer          hold                       insufficient_samples
         L at the floor limit, a turnover measured    as above                   sla_infeasible
         otherwise                                    L <- L max(beta, 1/r')     p90_over_target
-    (r': the larger of r and the median of the misses over their target)
+    (r': the larger of r and the median of the misses over their target; a run of cuts begins
+    anew where the values rose since it began, the same test the other way)
     every signal misses less than 1/10 at alpha:
         a probe pending, measured: a gain beyond its noise keeps it, else L <- its base, C <- L
                                                                                 probe / no_gain
@@ -31,7 +32,7 @@ Little's law latency W = L / X grows in proportion to L, and L / r is where the 
 target: the step of both a cut (bounded by beta, multiplicative decrease) and a raise (bounded by
 m, slow start). Past the saturation cap a raise adds only queue unless it shows a gain beyond its
 noise, as BBR keeps a bandwidth probe only on a measured rise. Where halving the limit does not
-lower the misses, latency is not the limit's: cutting on would only starve the engine.
+lower latency, latency is not the limit's: cutting on would only starve the engine.
 Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681); BBR (Cardwell et
 al., 2016); vLLM's num_requests_waiting.
 """
