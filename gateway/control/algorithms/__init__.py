@@ -11,11 +11,12 @@ from types import MappingProxyType
 from gateway.control.algorithms.aimd import AIMDLimit
 from gateway.control.algorithms.base import LimitAlgorithm, clamp
 from gateway.control.algorithms.fixed import FixedLimit
+from gateway.control.algorithms.goodput.controller import GoodputLimit
 from gateway.control.algorithms.gradient import GradientLimit
 from gateway.control.algorithms.sla.controller import SLALimit
 from gateway.types import SLA
 
-NAMES: tuple[str, ...] = ("sla", "aimd", "gradient", "fixed")
+NAMES: tuple[str, ...] = ("sla", "goodput", "aimd", "gradient", "fixed")
 DEFAULT = "sla"
 
 REASONS: tuple[str, ...] = (
@@ -42,6 +43,7 @@ REASONS: tuple[str, ...] = (
 _FACTORIES: Mapping[str, Callable[[Mapping[str, object], SLA], LimitAlgorithm]] = MappingProxyType(
     {
         "sla": SLALimit.from_params,
+        "goodput": GoodputLimit.from_params,
         "aimd": AIMDLimit.from_params,
         "gradient": GradientLimit.from_params,
         "fixed": FixedLimit.from_params,
@@ -63,6 +65,7 @@ __all__ = [
     "REASONS",
     "AIMDLimit",
     "FixedLimit",
+    "GoodputLimit",
     "GradientLimit",
     "LimitAlgorithm",
     "SLALimit",

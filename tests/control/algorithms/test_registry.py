@@ -8,7 +8,7 @@ from gateway.types import SLA
 
 
 def test_every_name_builds() -> None:
-    assert DEFAULT == "sla" and set(NAMES) == {"sla", "aimd", "gradient", "fixed"}
+    assert DEFAULT == "sla" and set(NAMES) == {"sla", "goodput", "aimd", "gradient", "fixed"}
     for name in NAMES:
         params: dict[str, object] = {"limit": 4} if name == "fixed" else {}
         assert create(name, params, SLA(ttft_p90=1.0)).name == name

@@ -1,0 +1,221 @@
+"""The `goodput` controller: the most output tokens/s whose requests meet the SLA, from a small
+model of the engine and two symmetric tests (docs/controller.md has the math on one page).
+
+Every tick, with tau the measured median end-to-end latency (one turnover), k of n the epoch's
+values over their target per signal, r the worst P90/target, C the saturation cap (gc.model):
+
+    the limit held nothing back                      hold                       not_binding
+    (every move is clamped to [floor, ceiling]; at the ceiling a raise is an `at_ceiling` hold)
+    a floor is held (gc.model): L < C, a turnover on L <- min(C, m L), else a probe as past the
+                                                     cap, on throughput         sla_infeasible
+    some signal misses more than 1/10 at alpha:
+        a probe is pending                           L <- its base              p90_over_target
+        the last cut is under a turnover old         hold                       insufficient_samples
+        L <= half the limit the cuts began at, and its values not lower at alpha (Mann-Whitney):
+        on as many values, after a turnover          L <- that limit, held      sla_infeasible
+                                   on fewer          hold                       insufficient_samples
+        L at the floor limit, a turnover measured    as above                   sla_infeasible
+        otherwise                                    L <- L max(beta, 1/r')     p90_over_target
+    (r': the larger of r and the median of the misses over their target; a run of cuts begins
+    anew where the values rose since it began, the same test the other way)
+    every signal misses less than 1/10 at alpha:
+        a probe pending, measured: a gain beyond its noise keeps it, else L <- its base, C <- L
+                                                                                probe / no_gain
+        the engine queued Q >= 1 of ours             C <- min(C, L - Q)
+        L < C                                        L <- min(C, L min(m, 1/r)) headroom
+        L >= C, L's rate measured                    L <- L (1 + s), a probe    probe
+    otherwise                                        hold                       steady
+
+Why: P90 <= T is P(miss) <= 1/10, so the direction is a binomial test on the share of misses,
+the same alpha both ways (gc.evidence). Past the knee the engine's throughput X is flat, so by
+Little's law latency W = L / X grows in proportion to L, and L / r is where the P90 meets the
+target: the step of both a cut (bounded by beta, multiplicative decrease) and a raise (bounded by
+m, slow start). Past the saturation cap a raise adds only queue unless it shows a gain beyond its
+noise, as BBR keeps a bandwidth probe only on a measured rise. Where halving the limit does not
+lower latency, latency is not the limit's: cutting on would only starve the engine.
+Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681); BBR (Cardwell et
+al., 2016); vLLM's num_requests_waiting.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from gateway.control.algorithms.base import clamp, decide, is_binding, worst_ratio
+from gateway.control.algorithms.goodput import evidence as ev
+from gateway.control.algorithms.goodput.model import Epoch, Floor, Model, Probe
+from gateway.control.algorithms.goodput.params import GoodputParams
+from gateway.types import SLA, Decision, Direction, Observation, Signal
+
+
+class GoodputLimit:
+    name = "goodput"
+    respects_kv_ceiling = False
+    """The KV cache caps free growth only; past it a raise is kept on a measured gain."""
+
+    def __init__(self, sla: SLA, params: GoodputParams | None = None) -> None:
+        self.sla = sla
+        self.params = params if params is not None else GoodputParams()
+        self.model = Model()
+        self.tau = 0.0
+        self._epoch: Epoch | None = None
+        self._last_move = Direction.HOLD
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, object], sla: SLA) -> GoodputLimit:
+        return cls(sla, GoodputParams.from_mapping(params))
+
+    def initial_limit(self, floor: int, ceiling: int) -> int:
+        return clamp(self.params.initial, floor, ceiling)
+
+    def update(self, obs: Observation) -> Decision:
+        self._turnover(obs)
+        epoch = self._epoch_of(obs)
+        if not is_binding(obs):
+            return decide(obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < {obs.limit}")
+        epoch.add(obs, epoch.start + self.params.settle * self.tau)
+        decision = self._decide(obs, epoch)
+        if decision.limit != obs.limit:
+            self._last_move = decision.direction
+        return decision
+
+    def _turnover(self, obs: Observation) -> None:
+        """tau: the median e2e of the epoch when it has one, else the last known, at least a tick."""
+        median = obs.p50.get("e2e")
+        if median is not None and obs.counts.get("e2e", 0) > 0:
+            self.tau = median
+        self.tau = max(self.tau, obs.interval)
+
+    def _epoch_of(self, obs: Observation) -> Epoch:
+        epoch = self._epoch
+        if epoch is None or epoch.limit != obs.limit or obs.now - obs.since_change > epoch.start + 1e-9:
+            epoch = self._epoch = Epoch(obs.limit, obs.now - obs.since_change)
+        return epoch
+
+    def _decide(self, obs: Observation, epoch: Epoch) -> Decision:
+        counts = ev.counts(obs, self.sla)
+        _, r = worst_ratio(obs, self.sla)
+        alpha = self.params.alpha
+        missed = [s for s, c in counts.items() if ev.over(c, alpha)]
+        met = bool(counts) and all(ev.under(c, alpha) for c in counts.values())
+        floor = self.model.floor
+        if floor is not None and not met:
+            return self._on_floor(obs, epoch, floor, r)
+        self.model.floor = None
+        if missed:
+            target = self.sla.targets()[missed[0]]
+            return self._over(obs, missed[0], counts[missed[0]], max(r, ev.missed_by(obs, missed[0], target)))
+        if met:
+            self.model.end_cuts()
+            return self._under(obs, epoch, r)
+        text = ", ".join(f"{s} {c.k} of {c.n} over" for s, c in counts.items()) or "no values"
+        return decide(obs, obs.limit, "steady", f"{text}: neither test decides at {alpha:g}")
+
+    def _until(self, obs: Observation) -> float:
+        return obs.now + self.params.memory * self.tau
+
+    # -- over target: cut --------------------------------------------------------------------
+
+    def _over(self, obs: Observation, signal: Signal, count: ev.Count, r: float) -> Decision:
+        model, limit = self.model, obs.limit
+        model.seen(obs.p90)
+        text = f"{count.k} of {count.n} over target (P90 {r:.2f}x)"
+        if model.probe is not None:
+            base, model.probe = model.probe.limit, None
+            model.fail(limit, r, self._until(obs))
+            return decide(obs, base, "p90_over_target", f"{text}: the probe from {base} is undone")
+        settled = obs.since_change >= self.tau
+        if self._last_move is Direction.DOWN and not settled:
+            return decide(obs, limit, "insufficient_samples", f"{text}; the last cut takes a turnover")
+        anchor, values = model.anchor, obs.values.get(signal, [])
+        if anchor is None or anchor[1] != signal or ev.lower(anchor[2], values, self.params.alpha):
+            # No run of cuts yet, or latency rose since it began: conditions changed, start anew.
+            model.anchor = (limit, signal, values)
+        elif limit <= obs.floor and settled:
+            # Over target at the lowest limit there is: no limit meets the SLA.
+            return self._infeasible(obs, anchor[0], count, signal)
+        elif limit <= anchor[0] / 2 and not ev.lower(values, anchor[2], self.params.alpha):
+            # Past half, cut on only where the cuts are shown to lower the latency.
+            if settled and ev.no_lower(values, anchor[2], self.params.alpha):
+                return self._infeasible(obs, anchor[0], count, signal)
+            return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
+        model.fail(limit, r, self._until(obs))
+        wanted = limit * max(self.params.max_decrease, 1.0 / r if r > 1.0 else 1.0)
+        return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: L x 1/r")
+
+    def _infeasible(self, obs: Observation, back: int, low: ev.Count, signal: Signal) -> Decision:
+        """Halving the limit did not lower the misses: hold the higher limit and report the floor."""
+        model = self.model
+        targets = self.sla.targets()
+        floor = {s: v for s, v in model.lowest.items() if v > targets.get(s, float("inf"))}
+        model.floor = Floor(back, floor)
+        model.end_cuts()
+        model.bad = None
+        text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
+        detail = f"{signal} no lower at {obs.limit} ({low.k}/{low.n} over) than at {back}: floor {text}"
+        return decide(obs, back, "sla_infeasible", detail, floor)
+
+    def _on_floor(self, obs: Observation, epoch: Epoch, floor: Floor, r: float) -> Decision:
+        """No limit meets the SLA: climb on throughput alone, as past the saturation cap."""
+        model, limit = self.model, obs.limit
+        queue = math.floor(epoch.queue)
+        if queue >= 1:
+            model.saturated_at(limit - queue, obs.now, self._until(obs))
+        cap = model.saturation(obs, 1.0)
+        if limit != floor.limit and model.probe is None:
+            d = decide(obs, floor.limit, "sla_infeasible", "back to the limit held")
+        elif model.probe is None and limit < cap and obs.since_change >= self.tau:
+            # Latency does not fall with the limit, so by Little's law throughput grows with it up
+            # to the engine's saturation: grow as slow start does, without a latency step.
+            wanted = max(limit + 1, min(cap, math.floor(limit * self.params.max_increase)))
+            d = decide(obs, wanted, "sla_infeasible", f"below the cap {cap:g}")
+        else:
+            d = self._probe(obs, epoch, epoch.rate, r)
+        floor.limit = d.limit
+        return decide(obs, d.limit, "sla_infeasible", f"latency floor held; {d.detail}", floor.p90)
+
+    # -- under target: grow ------------------------------------------------------------------
+
+    def _under(self, obs: Observation, epoch: Epoch, r: float) -> Decision:
+        model, limit = self.model, obs.limit
+        if model.probe is not None:
+            return self._probe(obs, epoch, epoch.goodput, r)
+        queue = math.floor(epoch.queue)
+        if queue >= 1:
+            model.saturated_at(limit - queue, obs.now, self._until(obs))
+        if limit >= obs.ceiling:
+            return decide(obs, limit, "at_ceiling", f"P90 {r:.2f}x target at the ceiling {obs.ceiling}")
+        cap = model.saturation(obs, r)
+        if limit < cap:
+            grow = min(self.params.max_increase, 1.0 / r if r > 0 else math.inf)
+            wanted = max(limit + 1, min(cap, math.floor(limit * grow)))
+            return decide(obs, wanted, "headroom", f"P90 {r:.2f}x target, below the cap {cap:g}")
+        return self._probe(obs, epoch, epoch.goodput, r)
+
+    def _probe(self, obs: Observation, epoch: Epoch, meter: ev.RateMeter, r: float) -> Decision:
+        """Past the cap: raise by `probe_step`, and keep the raise only on a gain beyond the noise."""
+        model, limit = self.model, obs.limit
+        if model.probe is not None:
+            if not epoch.measured(self.tau):
+                return decide(obs, limit, "probing", f"measuring {limit} against {model.probe.limit}")
+            base, model.probe = model.probe, None
+            if not ev.gained(meter, base.meter, self.params.alpha):
+                model.fail(limit, 1.0, self._until(obs))
+                return decide(
+                    obs,
+                    base.limit,
+                    "no_gain",
+                    f"{meter.rate:.0f} tok/s at {limit}, "
+                    f"{base.meter.rate:.0f} at {base.limit}: no gain beyond the noise",
+                )
+        step = max(1, math.floor(limit * self.params.probe_step))
+        bad = model.failed(obs, r)
+        if bad is not None:
+            step = min(step, bad - 1 - limit)
+        if step < 1:
+            return decide(obs, limit, "steady", f"{bad} failed lately: holding {limit}")
+        if not epoch.measured(self.tau):
+            return decide(obs, limit, "insufficient_samples", f"measuring {limit} before a probe")
+        model.probe = Probe(limit, meter)
+        return decide(obs, limit + step, "probe", f"+{step}, kept on a gain beyond the noise")

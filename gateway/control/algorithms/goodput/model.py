@@ -1,0 +1,124 @@
+"""What the controller knows of the engine: the limit in force and what it has shown so far, the
+saturation cap, the limit a probe started from, and a latency floor.
+
+- `Epoch`: the current limit's evidence. Its rate counts from `settle` turnovers after the change
+  (Little's law: the requests admitted before it are gone after about one end-to-end latency), and
+  it keeps the mean of the engine's queue of the gateway's own requests.
+- The saturation cap: past it a raise adds only queue, so a raise there must prove a gain. It is
+  the least of what the engine ran when it queued the gateway's requests (vLLM's
+  num_requests_waiting > 0 means the limit is past the batch it runs), the requests the KV cache
+  holds plus those the engine does not yet hold, and a probe that gained nothing; remembered for
+  `memory` turnovers.
+- The floor: when halving the limit did not lower the miss share significantly, latency is not
+  the limit's to control; the limit holds where it was, and the P90s that stayed are reported,
+  until the SLA is met.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gateway.control.algorithms.goodput.evidence import RateMeter, engine_queue, outside
+from gateway.types import Observation, Signal
+
+
+class Epoch:
+    """The evidence of one limit, from the tick it took effect."""
+
+    def __init__(self, limit: int, start: float) -> None:
+        self.limit = limit
+        self.start = start
+        self.rate = RateMeter()
+        self.goodput = RateMeter()
+        self._queue = 0.0
+        self._ticks = 0
+
+    def add(self, obs: Observation, settle_at: float) -> None:
+        """Count this tick's queue, and its tokens once the limit has settled: all of them, and
+        those of requests that met every target (the share of the tokens answered that met)."""
+        self._queue += engine_queue(obs)
+        self._ticks += 1
+        if obs.now - obs.interval >= settle_at:
+            met = 1.0 - obs.missed_tokens / obs.answered_tokens if obs.answered_tokens > 0 else 1.0
+            self.rate.add(obs.delivered_tokens, obs.interval)
+            self.goodput.add(obs.delivered_tokens * met, obs.interval)
+
+    @property
+    def queue(self) -> float:
+        """The mean number of the gateway's requests waiting in the engine's queue."""
+        return self._queue / self._ticks if self._ticks else 0.0
+
+    def measured(self, tau: float) -> bool:
+        """The rate stands on at least one turnover and two ticks."""
+        return self.rate.ticks >= 2 and self.rate.seconds >= tau
+
+
+@dataclass(slots=True)
+class Probe:
+    """A raise past the saturation cap, kept only if it delivers more than `base` did."""
+
+    limit: int
+    meter: RateMeter
+
+
+@dataclass(slots=True)
+class Floor:
+    limit: int
+    p90: dict[Signal, float]
+
+
+@dataclass(slots=True)
+class Model:
+    cap: float = math.inf
+    """The engine's batch: what it ran when it queued the gateway's requests."""
+    cap_until: float = -math.inf
+    bad: tuple[int, float, float] | None = None
+    """The lowest limit that missed the SLA or gained nothing, the P90/target it missed by (1
+    for no gain), and until when it is remembered."""
+    probe: Probe | None = None
+    anchor: tuple[int, Signal, list[float]] | None = None
+    """The limit a run of cuts began at, the signal that missed there, and its values."""
+    lowest: dict[Signal, float] = field(default_factory=dict)
+    """The lowest P90 per signal seen since the run of cuts began."""
+    floor: Floor | None = None
+
+    def saturation(self, obs: Observation, r: float) -> float:
+        """The limit free growth may reach at `obs.now`, where the P90/target is `r` (infinite
+        before any sign of saturation)."""
+        cap = self.cap if obs.now < self.cap_until else math.inf
+        if obs.kv_fits is not None:
+            cap = min(cap, obs.kv_fits + outside(obs))
+        bad = self.failed(obs, r)
+        return cap if bad is None else min(cap, bad - 1)
+
+    def failed(self, obs: Observation, r: float) -> int | None:
+        """The remembered failure, unless it expired or the latency now shows it would meet the
+        SLA: latency grows at most in proportion to the limit (Little's law past the knee, less
+        below it), so at the failed limit B it is at most r B / L of the target now."""
+        if self.bad is None:
+            return None
+        limit, missed_by, until = self.bad
+        if obs.now >= until or (missed_by > 1.0 and r * limit / obs.limit < 1.0):
+            self.bad = None
+            return None
+        return limit
+
+    def saturated_at(self, limit: float, now: float, until: float) -> None:
+        """The engine queued the gateway's requests at `limit`: free growth stops there."""
+        if now >= self.cap_until:
+            self.cap = math.inf
+        self.cap = min(self.cap, limit)
+        self.cap_until = until
+
+    def fail(self, limit: int, missed_by: float, until: float) -> None:
+        if self.bad is None or limit <= self.bad[0]:
+            self.bad = (limit, missed_by, until)
+
+    def seen(self, p90: dict[Signal, float]) -> None:
+        for signal, value in p90.items():
+            self.lowest[signal] = min(value, self.lowest.get(signal, math.inf))
+
+    def end_cuts(self) -> None:
+        self.anchor = None
+        self.lowest = {}

@@ -1,0 +1,86 @@
+"""The `goodput` controller's decision on hand-built observations: properties, not tick counts."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from limits_helpers import engine_stats, make_obs
+
+from gateway.control.algorithms import create
+from gateway.control.algorithms.goodput.controller import GoodputLimit
+from gateway.types import SLA, Observation
+
+SLA_ = SLA(ttft_p90=1.0, tpot_p90=0.05)
+
+
+def obs_with(limit: int, ttft: list[float], tpot: list[float], **kw: object) -> Observation:
+    values = {"ttft": sorted(ttft), "tpot": sorted(tpot)}
+    p90 = {s: v[int(0.9 * (len(v) - 1))] for s, v in values.items()}
+    kw.setdefault("p50", {"e2e": 2.0})
+    kw.setdefault("counts", {"e2e": 10, "ttft": len(ttft), "tpot": len(tpot)})
+    return make_obs(limit=limit, p90=p90, values=values, interval=1.0, since_change=10.0, **kw)
+
+
+def test_it_is_registered_with_its_parameters_checked() -> None:
+    assert isinstance(create("goodput", {"alpha": 0.01}, SLA_), GoodputLimit)
+    try:
+        create("goodput", {"alfa": 0.01}, SLA_)
+    except ValueError as error:
+        assert "alfa" in str(error)
+    else:
+        raise AssertionError("a misspelt parameter was accepted")
+
+
+def test_a_clear_miss_cuts_at_most_by_beta_and_at_least_by_one() -> None:
+    algo = GoodputLimit(SLA_)
+    far = algo.update(obs_with(40, [5.0] * 30, [0.01] * 30))
+    assert 20 <= far.limit < 40 and far.reason == "p90_over_target"
+    near = GoodputLimit(SLA_).update(obs_with(40, [1.05] * 30, [0.01] * 30))
+    assert 20 < near.limit < 40
+
+
+def test_a_clear_meet_grows_by_at_most_the_slow_start_factor() -> None:
+    d = GoodputLimit(SLA_).update(obs_with(10, [0.01] * 40, [0.001] * 40))
+    assert 10 < d.limit <= 20 and d.reason == "headroom"
+
+
+def test_between_the_two_tests_the_limit_holds() -> None:
+    # A tenth over: the P90 is at the target, and neither test may move the limit.
+    d = GoodputLimit(SLA_).update(obs_with(10, [0.5] * 36 + [1.5] * 4, [0.01] * 40))
+    assert d.limit == 10 and d.reason == "steady"
+
+
+def test_counters_its_own_traffic_did_not_move_leave_the_limit_alone() -> None:
+    # The limit held nothing back: a busy engine (others' traffic) and misses say nothing of it.
+    stats = engine_stats(waiting=50.0, running=32.0, kv_usage=1.0)
+    d = GoodputLimit(SLA_).update(obs_with(10, [5.0] * 30, [1.0] * 30, peak_inflight=3, engine_stats=stats))
+    assert d.limit == 10 and d.reason == "not_binding"
+
+
+def test_requests_the_engine_does_not_hold_do_not_count_against_its_kv_cache() -> None:
+    # The KV cache holds 10 requests, and 5 of the 12 in flight wait in the front end: growth is free.
+    seen = obs_with(12, [0.01] * 40, [0.001] * 40, kv_fits=10, outside_engine=5.0)
+    assert GoodputLimit(SLA_).update(seen).reason == "headroom"
+    blind = obs_with(12, [0.01] * 40, [0.001] * 40, kv_fits=10, outside_engine=0.0)
+    assert GoodputLimit(SLA_).update(blind).reason != "headroom"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 300),
+    st.integers(1, 40),
+    st.lists(st.floats(0.0, 10.0), min_size=1, max_size=60),
+    st.lists(st.floats(0.0, 0.5), min_size=1, max_size=60),
+    st.integers(0, 300),
+)
+def test_never_below_the_floor_nor_above_the_ceiling(
+    limit: int, floor: int, ttft: list[float], tpot: list[float], peak: int
+) -> None:
+    algo = GoodputLimit(SLA_)
+    limit = max(limit, floor)
+    for now in range(5):
+        d = algo.update(
+            obs_with(limit, ttft, tpot, floor=floor, ceiling=300, peak_inflight=peak, now=100.0 + now)
+        )
+        assert floor <= d.limit <= 300
+        limit = d.limit
