@@ -21,8 +21,10 @@ DEMO_ARGS ?=
 demo: setup
 	$(BIN)/llm-gateway demo $(if $(PORT),--port $(PORT)) $(DEMO_ARGS)
 
+# The suite mostly waits on processes and sockets: test files run in TEST_WORKERS processes at once.
+TEST_WORKERS ?= 4
 test: setup promtool redis
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check gateway tests loadtests
