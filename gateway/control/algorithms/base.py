@@ -10,9 +10,10 @@ This module also holds what the algorithms share: clamping, turning a wanted lim
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from gateway.types import SLA, Decision, Direction, Observation, Signal
 
@@ -196,3 +197,27 @@ class Params:
             unknown = ", ".join(repr(k) for k in sorted(self._params))
             known = ", ".join(self._known) or "none"
             raise ValueError(f"algorithm {self._algorithm!r}: unknown parameter {unknown} (known: {known})")
+
+
+P = TypeVar("P")
+
+
+def param(default: float, low: float, high: float | None = None, *, low_open: bool = False) -> Any:
+    """A field of an algorithm's parameter dataclass: its default and its bounds, written once."""
+    return dataclasses.field(default=default, metadata={"low": low, "high": high, "low_open": low_open})
+
+
+def read_params(cls: type[P], algorithm: str, params: Mapping[str, object]) -> P:
+    """An instance of the parameter dataclass `cls` from config: each field by its default and
+    bounds (an `int` field read as an integer), unknown keys refused."""
+    p = Params(algorithm, params)
+    values: dict[str, float | int] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        low, high, default = f.metadata["low"], f.metadata["high"], f.default
+        assert isinstance(default, int | float)
+        if f.type == "int":
+            values[f.name] = p.integer(f.name, int(default), low=int(low))
+        else:
+            values[f.name] = p.number(f.name, default, low=low, high=high, low_open=f.metadata["low_open"])
+    p.finish()
+    return cls(**values)

@@ -6,48 +6,30 @@ same defaults hold on an engine whose steps take 10 ms and on one whose steps ta
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from gateway.control.algorithms.base import Params
-
-
-def _param(default: float, low: float, high: float | None = None, *, low_open: bool = False) -> Any:
-    return field(default=default, metadata={"low": low, "high": high, "low_open": low_open})
+from gateway.control.algorithms.base import param, read_params
 
 
 @dataclass(frozen=True, slots=True)
 class GoodputParams:
-    initial: int = _param(8, 1)
+    initial: int = param(8, 1)
     """The limit before any evidence: small enough for any engine, grown from by slow start."""
-    alpha: float = _param(0.05, 0.0, 0.5, low_open=True)
+    alpha: float = param(0.05, 0.0, 0.5, low_open=True)
     """Significance of every test (the miss share, a throughput gain, a latency floor): the chance
     that noise alone moves the limit, the same for a cut and for a raise."""
-    max_decrease: float = _param(0.5, 0.0, 0.9, low_open=True)
+    max_decrease: float = param(0.5, 0.0, 0.9, low_open=True)
     """beta: one cut keeps at least this fraction of the limit (multiplicative decrease, as TCP)."""
-    max_increase: float = _param(2.0, 1.0, low_open=True)
+    max_increase: float = param(2.0, 1.0, low_open=True)
     """One raise below saturation multiplies the limit by at most this (slow start, as TCP)."""
-    probe_step: float = _param(0.25, 0.0, 1.0, low_open=True)
+    probe_step: float = param(0.25, 0.0, 1.0, low_open=True)
     """A raise past saturation, judged on its gain, adds this fraction of the limit."""
-    settle: float = _param(1.0, 0.0)
+    settle: float = param(1.0, 0.0)
     """Turnovers after a change before its rate counts: the requests admitted before it are gone."""
-    memory: float = _param(20.0, 0.0)
+    memory: float = param(20.0, 0.0)
     """Turnovers a failed probe or the engine's batch is remembered, then tried again."""
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, object]) -> GoodputParams:
-        p = Params("goodput", params)
-        values: dict[str, float | int] = {}
-        for f in dataclasses.fields(cls):
-            low, high, default = f.metadata["low"], f.metadata["high"], f.default
-            assert isinstance(default, int | float)
-            if f.type == "int":
-                values[f.name] = p.integer(f.name, int(default), low=int(low))
-            else:
-                values[f.name] = p.number(
-                    f.name, default, low=low, high=high, low_open=f.metadata["low_open"]
-                )
-        p.finish()
-        return cls(**values)  # type: ignore[arg-type]
+        return read_params(cls, "goodput", params)

@@ -5,63 +5,57 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from gateway.control.algorithms.base import Params
-
-
-def _param(default: float, low: float, high: float | None = None, *, low_open: bool = False) -> Any:
-    return field(default=default, metadata={"low": low, "high": high, "low_open": low_open})
+from gateway.control.algorithms.base import param, read_params
 
 
 @dataclass(frozen=True, slots=True)
 class SLAParams:
-    initial: int = _param(8, 1)
+    initial: int = param(8, 1)
     """The limit before any evidence, and after a pause (`idle_restart`)."""
-    increase_below: float = _param(0.9, 0.0, 1.0, low_open=True)
+    increase_below: float = param(0.9, 0.0, 1.0, low_open=True)
     """u: grow only while the worst P90/target is under this."""
-    max_decrease: float = _param(0.5, 0.0, 0.9, low_open=True)
+    max_decrease: float = param(0.5, 0.0, 0.9, low_open=True)
     """m: one cut lowers the limit by at most this fraction."""
-    floor_span: float = _param(2.0, 1.0)
+    floor_span: float = param(2.0, 1.0)
     """A latency floor is proven by two limits at least this factor apart (or the floor limit)."""
-    min_gain: float = _param(0.03, 0.0)
+    min_gain: float = param(0.03, 0.0)
     """g: a rate counts as higher only above (1 + g) x the other, beyond the noise."""
-    noise_z: float = _param(2.0, 0.0)
+    noise_z: float = param(2.0, 0.0)
     """z: standard deviations of count noise a rate difference must exceed."""
-    probe_gain: float = _param(0.1, 0.0, 1.0, low_open=True)
+    probe_gain: float = param(0.1, 0.0, 1.0, low_open=True)
     """p: a step near a known knee is max(1, p x L)."""
-    rate_probe_gain: float = _param(0.5, 0.0, 1.0, low_open=True)
+    rate_probe_gain: float = param(0.5, 0.0, 1.0, low_open=True)
     """q: a step when only throughput decides (SLA infeasible) is max(1, q x L)."""
-    min_met: float = _param(0.9, 0.0, 1.0)
+    min_met: float = param(0.9, 0.0, 1.0)
     """Where less than this share of the output met every target (by more than `noise_z` standard
     deviations of the share), a lower limit is tried; a raise to a limit where less met is kept only
     on a measured gain in goodput."""
-    judged_past_kv: float = _param(1.0, 0.0)
+    judged_past_kv: float = param(1.0, 0.0)
     """From this multiple of the requests the KV cache holds (or holds with every request at its full
     size, where fewer), a raise within target is a throughput probe, kept only on a measured gain in
     rate (a large value turns the rule off)."""
-    probe_every: float = _param(10.0, 0.0)
+    probe_every: float = param(10.0, 0.0)
     """Seconds between probes after a failed one, doubled after each further failure."""
-    probe_dwell: float = _param(4.0, 0.0, low_open=True)
+    probe_dwell: float = param(4.0, 0.0, low_open=True)
     """Seconds of measurement behind a rate before it is compared."""
-    settle: float = _param(2.0, 0.0)
+    settle: float = param(2.0, 0.0)
     """Seconds after a change before it is measured (at least the median e2e)."""
-    half_life: float = _param(10.0, 0.0, low_open=True)
-    memory: float = _param(30.0, 0.0, low_open=True)
-    floor_memory: float = _param(120.0, 0.0)
-    floor_dwell: float = _param(4.0, 0.0)
+    half_life: float = param(10.0, 0.0, low_open=True)
+    memory: float = param(30.0, 0.0, low_open=True)
+    floor_memory: float = param(120.0, 0.0)
+    floor_dwell: float = param(4.0, 0.0)
     """Seconds the lowest limit is measured, held, before it proves a latency floor."""
-    knee_memory: float = _param(60.0, 0.0)
+    knee_memory: float = param(60.0, 0.0)
     """Seconds a limit measured at or over u keeps growth below it to one proportional step."""
-    idle_restart: float = _param(2.0, 0.0)
+    idle_restart: float = param(2.0, 0.0)
     """Seconds in which the limit never bound and no more requests were in flight than the restart
     limit (`initial`, or what the KV cache holds with every request at its full size where fewer),
     after which a limit above that goes back to it."""
-    evidence_alpha: float = _param(0.01, 0.0, 1.0)
-    hidden_share: float = _param(0.5, 0.0, 1.0)
+    evidence_alpha: float = param(0.01, 0.0, 1.0)
+    hidden_share: float = param(0.5, 0.0, 1.0)
     """Growth stops while more than this share of the last increase is held outside the engine."""
 
     def __post_init__(self) -> None:
@@ -77,16 +71,4 @@ class SLAParams:
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, object]) -> SLAParams:
-        p = Params("sla", params)
-        values: dict[str, float | int] = {}
-        for f in dataclasses.fields(cls):
-            low, high, default = f.metadata["low"], f.metadata["high"], f.default
-            assert isinstance(default, int | float)
-            if f.type == "int":
-                values[f.name] = p.integer(f.name, int(default), low=int(low))
-            else:
-                values[f.name] = p.number(
-                    f.name, default, low=low, high=high, low_open=f.metadata["low_open"]
-                )
-        p.finish()
-        return cls(**values)  # type: ignore[arg-type]
+        return read_params(cls, "sla", params)
