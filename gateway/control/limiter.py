@@ -25,9 +25,6 @@ Rules:
   ticks that saw the limit idle make those seconds: a tick that comes late (a busy host) saw
   nothing in between, and taking the gap for a quiet spell threw away the evidence every 10-12 s
   and held a limit of 8 for 30 s.
-- An idle backend keeps its limit (a `not_binding` decision to lower it is not applied): a burst
-  meeting a limit fallen back while it idled waits in the gateway's queue for whole answers to
-  finish, where the engine would batch it at once. Only evidence lowers a limit, or a ceiling.
 - A burst after a quiet spell is taken in at once where the engine has room for it: while the limit
   has held nothing back for `QUIET` seconds, the limit in force is at least W, the requests the KV
   cache holds with every request whole (gateway.control.ceiling), so none preempts another; the
@@ -273,8 +270,6 @@ class Limiter:
         self.engine_p50.update(obs.p50)
         self._last_tick_at = now
         decision = self.algorithm.update(obs)
-        if decision.reason == "not_binding" and decision.limit < self._limit:
-            decision = replace(decision, limit=self._limit, direction=direction(self._limit, self._limit))
         new = clamp(decision.limit, self._floor, self._ceiling)
         if new != decision.limit:
             decision = replace(decision, limit=new, direction=direction(self._limit, new))

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass
@@ -105,7 +108,11 @@ class Bench:
             load = {"concurrency": plan.concurrency_for(cell, s.max_num_seqs)}
         name = f"{_slug(cell.name)}-{run.target}-r{run.repetition}"
         with self.target(run.target, fixed_limit) as url:
-            summary = self.client(name, url, prompts, run.seed, **load)
+            if run.target == "direct":
+                summary = self.client(name, url, prompts, run.seed, **load)
+            else:
+                with StateTrace(url, s.out / "raw" / f"{name}.state.jsonl"):
+                    summary = self.client(name, url, prompts, run.seed, **load)
         return Outcome(run, summary, prompts)
 
 
@@ -113,6 +120,48 @@ class Bench:
 def _gateway_url(config: dict[str, object], checkout: Path) -> Iterator[str]:
     with servers.start_gateway(config, checkout) as proc:
         yield proc.url
+
+
+class StateTrace:
+    """The gateway's limits and queues over a run: `/admin/state` every `every` seconds, one JSON
+    line each (seconds since the start, then per backend its limit, in flight and last decision,
+    per model its queue), so a run's verdict can be read beside what the controller did."""
+
+    def __init__(self, base_url: str, path: Path, every: float = 0.5) -> None:
+        self._url = f"{base_url}/admin/state"
+        self._path = path
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> StateTrace:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        start = time.monotonic()
+        with self._path.open("w") as out:
+            while not self._stop.wait(self._every):
+                try:
+                    with urllib.request.urlopen(self._url, timeout=2) as answer:
+                        state = json.load(answer)
+                except (OSError, ValueError):
+                    continue
+                out.write(json.dumps({"t": round(time.monotonic() - start, 2), **_brief(state)}) + "\n")
+
+
+def _brief(state: dict[str, Any]) -> dict[str, Any]:
+    keep = ("limit", "inflight", "ceiling", "p90", "running", "waiting", "last_decision")
+    backends = [{k: b.get(k) for k in keep} for b in state.get("backends", [])]
+    models = {
+        m: {k: q.get(k) for k in ("depth", "drain_rate", "wait_budget", "estimated_wait", "rejected")}
+        for m, q in state.get("models", {}).items()
+    }
+    return {"backends": backends, "models": models}
 
 
 def _slug(name: str) -> str:

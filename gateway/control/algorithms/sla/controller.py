@@ -10,9 +10,7 @@ signal's P90 at each limit L, and moves by these rules, in order (u = `increase_
 requests the KV cache holds, W = those it holds with every request at its full size, R = max(sqrt L,
 K - L) as in sla.steps, parameters in sla.params):
 
-    not binding, at most min(I, W) in flight for `idle_restart` s, L > min(I, W) (I: the initial
-    limit)                                           L <- min(I, W)         not_binding
-    not binding otherwise                            hold                   not_binding
+    not binding                                      hold                   not_binding
     r > 1 on enough evidence and a floor is proven (sla.floor)
                                                      throughput climb below  sla_infeasible
     r > 1, a cut under `settle` ago, the front end's delay over target under 2 x `probe_dwell` where
@@ -22,8 +20,6 @@ K - L) as in sla.steps, parameters in sla.params):
                             limit measured lately (not once L held `max_probe_wait`, nor one that
                             implies a change of the backend below K), else L / r (sla.steps.cut)
                                                                                        p90_over_target
-    r <= 1, binding, since a restart from L' (the limit before it), L < min(L', W)
-                                                     L <- min(2 L, L', W)   probe
     a lower limit delivered more than (1 + g) x L's goodput beyond the noise
                                                      L <- that limit        throughput_falls
     the share of L's output that met every target under `min_met` by more than z standard
@@ -50,20 +46,9 @@ Finally L <- clamp(L, floor, ceiling).
 
 Why each rule:
 - Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
-  periods and traffic that bypasses the gateway cannot move it, but for the restart, which reads
-  only the gateway's own requests and never takes the limit under what was in flight.
-- Restart: a limit was kept on what it delivered under steady load, where each request starts as
-  another ends; after a pause the next requests come together, so their prompts are prefilled
-  together and their answers grow together, past W preempting one another. On the real engine,
-  after 18 s idle, 40 clients met a limit of 25 with W 15: the engine's TTFT P90 was 2.05 s
-  against a 1.0-s SLA; on a slower host they met 15 and the first 12 TTFTs at the gateway read
-  1.28 s. So the limit restarts where a fresh gateway starts, as TCP restarts an idle connection
-  from its initial window (RFC 5681, 4.1), and, as TCP's slow start climbs back to the threshold
-  it kept, doubles each tick back toward L' while within target, without waiting for new
-  evidence: L' was measured, and only the burst was not. So the requests come in groups a tick
-  apart, each at most the limit before it (8 and then 7 a tick later: the engine's TTFT P90 0.95 s and
-  1.00-1.05 of direct's throughput in that phase; at 8 waiting for evidence, 0.72 s and 0.79-0.86).
-  Not past W: past it a raise is judged on its gain. A P90 over target ends the climb back.
+  periods and traffic that bypasses the gateway cannot move it, and an idle backend keeps its limit
+  for the next burst: a limit fallen back while it idled queues in the gateway what the engine
+  would batch at once. What a burst after a quiet spell may take is the limiter's (gateway.control.limiter).
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine,
   so the limit climbs on throughput instead (sla.probe says how and why). A floor
   waits, held, until the lowest limit has been measured for `floor_dwell`: a slowdown that passes
@@ -123,7 +108,6 @@ Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Ne
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -156,8 +140,6 @@ class SLALimit:
         self.params = params if params is not None else SLAParams()
         self.ledger = Ledger(self.params.half_life, self.params.memory)
         self._last_move = Direction.HOLD
-        self._used_at = -math.inf  # the last tick the limit bound, or more than min(I, W) were in flight
-        self._resume: int | None = None  # after a restart: the limit to double back toward
         self._knee: tuple[int, float] | None = None  # last limit measured at or over u, and when
         self._floor = ProvenFloor(self.params)
         self._settling = Settling(self.params.settle)
@@ -188,7 +170,6 @@ class SLALimit:
             # A limit that holds nothing back has produced no evidence about itself.
             self._probes.drop()
             return self._idle(obs)
-        self._used_at = obs.now
         settled = self._settling.settled(obs)
         if obs.interval > 0 and self._settling.turned_over(obs):
             self.ledger.record_rate(
@@ -231,27 +212,12 @@ class SLALimit:
         return self._climb(obs, ratio)
 
     def _idle(self, obs: Observation) -> Decision:
-        """Hold; but a limit above the restart limit goes back to it after `idle_restart` seconds
-        in which it never bound and no more than that were in flight (the restart rule)."""
-        restart = whole_at_most(obs, self.params.initial)
-        if obs.peak_inflight > restart:
-            self._used_at = obs.now  # the limit past the restart limit is in use
-        idle = obs.now - self._used_at
-        if obs.limit > restart and idle >= self.params.idle_restart:
-            self._resume = whole_at_most(obs, obs.limit)
-            return decide(
-                obs,
-                restart,
-                "not_binding",
-                f"at most {restart} in flight for {idle:.0f}s: back to {restart}, the initial limit or what "
-                "the KV cache holds with every request at its full size, the fewer",
-            )
+        """Hold: nothing held back, nothing learnt about the limit."""
         return decide(obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < limit {obs.limit}")
 
     # -- over target ----------------------------------------------------------------------------
 
     def _over(self, obs: Observation, signal: Signal, r: float) -> Decision:
-        self._resume = None
         if self._floor.outlived(
             obs.now, self.ledger.get(obs.limit), self.sla.ttft_p90, self._settling.in_force_for
         ):
@@ -312,11 +278,6 @@ class SLALimit:
         here = self.ledger.get(limit)
         if self._probes.measuring:
             return self._probes.judge(obs)
-        if self._resume is not None and limit < self._resume:
-            step = min(limit, self._resume - limit)
-            back = f"+{step} back toward {self._resume}, the limit before the pause"
-            return decide(obs, limit + step, "probe", back)
-        self._resume = None
         if (lower := lower_for_goodput(obs, self.ledger, self._probes, self.params)) is not None:
             return lower
         if (to_batch := self._probes.to_batch(obs, here)) is not None:
@@ -338,10 +299,3 @@ class SLALimit:
                 return decide(obs, limit + step, "probe", f"worst P90/target {on.ratio:.2f}: +{step} {why}")
             return decide(obs, limit, "steady", f"worst P90/target {on.ratio:.2f}; {why}")
         return decide(obs, limit, "steady", f"worst P90/target {r:.2f}")
-
-
-def whole_at_most(obs: Observation, limit: int) -> int:
-    """min(limit, W): `limit`, or what the KV cache holds with every request at its full size where
-    that is known and fewer (the restart goes to min(I, W), and climbs back to min(L', W))."""
-    whole = obs.kv_fits_whole
-    return limit if whole is None else min(limit, whole)

@@ -14,7 +14,7 @@ from gateway.control.algorithms.base import param, read_params
 @dataclass(frozen=True, slots=True)
 class SLAParams:
     initial: int = param(8, 1)
-    """The limit before any evidence, and after a pause (`idle_restart`)."""
+    """The limit before any evidence."""
     increase_below: float = param(0.9, 0.0, 1.0, low_open=True)
     """u: grow only while the worst P90/target is under this."""
     max_decrease: float = param(0.5, 0.0, 0.9, low_open=True)
@@ -50,10 +50,6 @@ class SLAParams:
     """Seconds the lowest limit is measured, held, before it proves a latency floor."""
     knee_memory: float = param(60.0, 0.0)
     """Seconds a limit measured at or over u keeps growth below it to one proportional step."""
-    idle_restart: float = param(2.0, 0.0)
-    """Seconds in which the limit never bound and no more requests were in flight than the restart
-    limit (`initial`, or what the KV cache holds with every request at its full size where fewer),
-    after which a limit above that goes back to it."""
     evidence_alpha: float = param(0.01, 0.0, 1.0)
     hidden_share: float = param(0.5, 0.0, 1.0)
     """Growth stops while more than this share of the last increase is held outside the engine."""
