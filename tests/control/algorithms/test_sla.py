@@ -183,6 +183,7 @@ def test_an_idle_limit_holds_however_long_it_idles(obs: ObsFactory) -> None:
         d = a.update(obs(limit=25, peak_inflight=3, p90={"ttft": 5.0}, now=t, kv_fits_whole=15))
         assert (d.limit, d.direction, d.reason) == (25, Direction.HOLD, "not_binding")
 
+
 def test_preemptions_and_full_kv_are_not_reasons_to_cut(obs: ObsFactory) -> None:
     stats = engine_stats(kv_usage=1.0, waiting=6.0, running=14.0)
     d = algo().update(
