@@ -98,6 +98,12 @@ BACKEND_SIGNAL_GAUGES: tuple[tuple[str, str, SignalReader], ...] = (
         lambda r, s: r.p90.get(s),
     ),
     (
+        "gateway_backend_target_seconds",
+        "Engine-side P90 target the controller holds the backend to: the strictest client target of "
+        "its models, TTFT and e2e times (1 - sla.queue_share), TPOT whole; only signals with a target.",
+        lambda r, s: r.backend.limiter.sla.target(s),
+    ),
+    (
         "gateway_latency_floor_seconds",
         "Latency the limit does not control, per signal, while the SLA is infeasible (else 0).",
         lambda r, s: (r.latency_floor() or {}).get(s, 0.0),

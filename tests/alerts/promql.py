@@ -21,6 +21,7 @@ GAUGES = (
     "gateway_concurrency_floor",
     "gateway_latency_p90_seconds",
     "gateway_sla_target_seconds",
+    "gateway_backend_target_seconds",
     "gateway_sla_infeasible",
     "gateway_latency_floor_seconds",
     "gateway_backend_up",

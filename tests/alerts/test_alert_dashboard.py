@@ -84,7 +84,7 @@ def test_per_backend_panels_show_limit_against_inflight_and_p90_against_target()
         "gateway_concurrency_ceiling",
         "gateway_concurrency_floor",
     } in shown
-    assert {"gateway_latency_p90_seconds", "gateway_sla_target_seconds"} in shown
+    assert {"gateway_latency_p90_seconds", "gateway_backend_target_seconds"} in shown
     for panel in repeated:
         for target in panel["targets"]:
             if "backend" in target["expr"]:

@@ -71,6 +71,8 @@ class FullLimiter:
     ceiling: int = 20
     floor: int = 1
     last_decision: Decision | None = None
+    sla: SLA = field(default_factory=lambda: SLA(ttft_p90=0.75))
+    """Engine-side: the client's 1 s (Config) less a queue share of 0.25."""
 
     def p90(self) -> dict[Signal, float]:
         return {}
@@ -202,6 +204,8 @@ def test_shipped_config_scrapes_the_gateway_metrics(
             time.sleep(0.25)
         up = prom.query('up{job="llm-gateway"}')
         assert [s["value"][1] for s in up] == ["1"]
+        target = prom.query('gateway_backend_target_seconds{job="llm-gateway",backend="b1"}')
+        assert [(s["metric"]["signal"], s["value"][1]) for s in target] == [("ttft", "0.75")]
         # The alert is evaluated against the scraped series: pending (its `for:` is 5m here).
         alert = prom.wait_for_alert("GatewayCapacityExhausted", "pending", timeout=20)
         assert alert is not None

@@ -175,7 +175,12 @@ THRESHOLD_MUTATIONS = [
     ("GatewayCapacityExhausted", ">= 0.5", ">= 0.3"),
     ("GatewayShedding", ") > 0.05", ") >= 0.05"),
     ("GatewayShedding", "> 1 / 60", "> 1 / 240"),
-    ("GatewaySLABreach", "> on (job, instance, signal)", ">= on (job, instance, signal)"),
+    ("GatewaySLABreach", "> on (job, instance, backend, signal)", ">= on (job, instance, backend, signal)"),
+    (
+        "GatewaySLABreach",
+        "> on (job, instance, backend, signal)\n            gateway_backend_target_seconds",
+        "> on (job, instance, signal) group_left\n            gateway_sla_target_seconds",
+    ),
     ("GatewaySLABreach", "quantile_over_time(0.5, ", "avg_over_time("),
     ("GatewayBackendDown", "gateway_backend_up == 0", "gateway_backend_up < 1.5"),
     ("GatewayNoHealthyBackends", "max by (job, instance)", "min by (job, instance)"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gateway.app import Gateway
@@ -56,3 +57,32 @@ def test_a_removed_backend_leaves_the_gauges_and_its_counters_keep_their_highest
     assert shown['gateway_backend_prefix_cache_hits_total{backend="a"}'] == 40
     assert shown['gateway_concurrency_limit{backend="b"}'] == 5
     assert shown['gateway_sla_target_seconds{signal="ttft"}'] == 2.0
+    assert shown['gateway_backend_target_seconds{backend="b",signal="ttft"}'] == 1.5  # 2 s less q = 0.25
+
+
+def test_each_backend_exports_the_engine_side_target_it_is_held_to() -> None:
+    """A backend is held to the strictest client target of its models with the queue's share taken
+    out of TTFT and e2e: "chat" (TTFT 2 s) and "embed" (e2e 0.8 s) at q = 0.25 give 1.5 s and 0.6 s,
+    TPOT (the default's 0.05 s, which "chat" leaves out) is not a target; a backend serving only
+    models without an entry of their own is held to the default's."""
+    config = {
+        **BASE,
+        "backends": [{**A, "models": ["chat", "embed"]}, {**B, "models": ["other"]}],
+        "sla": {
+            "ttft_p90": 1.0,
+            "tpot_p90": 0.05,
+            "queue_share": 0.25,
+            "models": {"chat": {"ttft_p90": 2.0}, "embed": {"e2e_p90": 0.8}},
+        },
+    }
+    shown = series(Gateway(parse_config(config), clock=FakeClock()))
+    targets = {k: v for k, v in shown.items() if k.startswith("gateway_backend_target_seconds")}
+    assert targets == pytest.approx(
+        {
+            'gateway_backend_target_seconds{backend="a",signal="ttft"}': 1.5,
+            'gateway_backend_target_seconds{backend="a",signal="e2e"}': 0.6,
+            'gateway_backend_target_seconds{backend="b",signal="ttft"}': 0.75,
+            'gateway_backend_target_seconds{backend="b",signal="tpot"}': 0.05,
+        }
+    )
+    assert shown['gateway_sla_target_seconds{signal="ttft"}'] == 1.0  # the client-side default
