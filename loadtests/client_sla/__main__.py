@@ -3,8 +3,8 @@
 usage: python -m loadtests.client_sla [--engine real|sim] [--profile tiny-cpu-4l] [--engine-url URL]
        [--duration 60] [--repeat 3] [--factors 0.5,0.9,1.5,3] [--burstiness 1,0.25] [--loops open,closed]
        [--input-len 200] [--output-len 120] [--ttft-ms 1500] [--tpot-ms 150] [--capacity RPS]
-       [--fixed-limit N] [--sweep 0.125,0.25,0.5,0.75,1] [--gateway-checkout DIR] [--candidate DIR]
-       [--out DIR] [--rejudge]
+       [--fixed-limit N] [--sweep 0.125,0.25,0.5,0.75,1] [--controller JSON] [--gateway-checkout DIR]
+       [--candidate DIR] [--out DIR] [--rejudge]
 
 First the engine's capacity (closed loop at `max_num_seqs`, requests/s) and the fixed limit (the best
 closed-loop goodput of a few concurrencies, straight at the engine), unless given; then every cell
@@ -61,6 +61,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--fixed-limit", type=int, help="skips the sweep")
     p.add_argument("--sweep", default="0.125,0.25,0.5,0.75,1", help="fractions of max_num_seqs")
+    p.add_argument(
+        "--controller",
+        type=json.loads,
+        default={},
+        help='JSON merged into the gateway\'s `controller` config, e.g. \'{"algorithm": "goodput"}\'',
+    )
     p.add_argument("--gateway-checkout", type=Path, default=ROOT)
     p.add_argument("--candidate", type=Path, help="another checkout's gateway, run as the target `candidate`")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "client-sla")
@@ -117,7 +123,7 @@ def measure(args: argparse.Namespace) -> int:
     ):
         url, model, max_num_seqs = engine
         setup = run.Setup(url, model, str(tokenizer), max_num_seqs, workload, args.duration, args.out,
-                          args.gateway_checkout, args.candidate)  # fmt: skip
+                          args.gateway_checkout, args.candidate, args.controller)  # fmt: skip
         bench = run.Bench(setup, worker)
         capacity = args.capacity or bench.capacity(args.capacity_rounds)
         print(f"capacity: {capacity:.2f} req/s (closed loop, {max_num_seqs} clients)", flush=True)

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ class Setup:
     out: Path
     gateway_checkout: Path = ROOT
     candidate_checkout: Path | None = None
+    controller: dict[str, Any] = field(default_factory=dict)
+    """Merged into the adaptive gateways' `controller` config (not the fixed limit's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,8 @@ class Bench:
         config = servers.gateway_config(
             s.engine_url, s.workload.ttft_ms / 1000, s.workload.tpot_ms / 1000, limit
         )
+        if limit is None and s.controller:
+            config["controller"] = s.controller
         if name == plan.CANDIDATE:
             if s.candidate_checkout is None:
                 raise ValueError("the candidate target needs --candidate DIR")
