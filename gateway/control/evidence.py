@@ -34,8 +34,11 @@ on a busy host an event carries several tokens, and a pace per event would read 
 slow: misses at limits that meet the target. A stream's token count is known only when it ends
 (from `usage`), so k is learned from finished streams, `TokensPerEvent`: their tokens over their
 events, each stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream
-has finished k is unknown and the pace does not count: a fresh gateway's first streams would
-otherwise read k times too slow before any evidence of k arrived. Where clients do not ask for
+has finished k is unknown, and the pace per event is an upper bound of the pace per token (k >= 1):
+the paces count only while their P90 is within the TPOT target, which the true P90 then is too. Read
+as the pace per token they would read a fresh gateway's first streams k times too slow, a miss
+before any evidence of k arrived; not counted at all, a fresh gateway would wait for whole answers
+before its first raise, with requests waiting in its queue. Where clients do not ask for
 `usage` a stream's tokens are its events and k is 1: the pace is then per event, as the finished
 requests' TPOT is.
 
@@ -203,6 +206,7 @@ class Evidence:
         e2e_bound = None if self.sla.e2e_p90 is None else E2E_OVERDUE * self.sla.e2e_p90
         size = self._event_size.value
         live: dict[Signal, list[float]] = {}
+        bounds: list[float] = []  # paces per event while k is unknown: TPOT upper bounds
         for dispatched_at, progress in self._sent.values():
             if dispatched_at < start:
                 continue
@@ -217,9 +221,15 @@ class Evidence:
                     live.setdefault("ttft", []).append(age)
                 continue
             events, last = progress.events, progress.last_at
-            if size is not None and events >= PARTIAL_MIN_EVENTS and last is not None:
-                pace = max((last - first) / (events - 1), (now - first) / events) / size
-                live.setdefault("tpot", []).append(pace)
+            if events >= PARTIAL_MIN_EVENTS and last is not None:
+                pace = max((last - first) / (events - 1), (now - first) / events)
+                if size is None:
+                    bounds.append(pace)
+                else:
+                    live.setdefault("tpot", []).append(pace / size)
+        target = self.sla.tpot_p90
+        if bounds and target is not None and _rank(sorted(bounds), 0.9) <= target:
+            live["tpot"] = bounds  # even at one token an event, within target
         return live
 
     def percentiles(

@@ -121,12 +121,27 @@ def test_the_pace_is_per_token_when_events_carry_several() -> None:
 
 
 def test_the_pace_waits_for_a_stream_to_show_how_many_tokens_an_event_carries() -> None:
-    ev, clock = evidence()
+    ev, clock = evidence(sla=SLA(tpot_p90=0.05))
     stream(ev, 1, clock.now, 0.06, 20)
     clock.now += 0.1 + 0.06 * 19 + 0.01
-    assert "tpot" not in ev.live()
+    assert "tpot" not in ev.live()  # 0.06 s an event may be 0.02 s a token: unknown
     one_token_an_event(ev, clock)
     assert ev.live()["tpot"] == [pytest.approx(0.06)]
+
+
+def test_before_tokens_per_event_are_known_a_pace_within_target_counts_as_a_bound() -> None:
+    # An event carries at least one token: 0.03 s an event is at most 0.03 s a token.
+    ev, clock = evidence(sla=SLA(tpot_p90=0.05))
+    stream(ev, "slow", clock.now, 0.2, 10)  # over target, but under the P90 of ten
+    stream(ev, "slower", clock.now, 0.2, 10)
+    start = clock.now + 1.3
+    for key in range(9):
+        stream(ev, key, start, 0.03, 20)
+    clock.now = start + 0.1 + 0.03 * 19 + 0.01
+    ev.finish("slower", None)
+    assert sorted(ev.live()["tpot"]) == pytest.approx([0.03] * 9 + [0.2])
+    stream(ev, "slower", clock.now - 1.9, 0.2, 10)  # two of eleven over target: P90 over it
+    assert "tpot" not in ev.live()
 
 
 def test_without_usage_a_streams_tokens_are_its_events() -> None:
