@@ -138,7 +138,9 @@ def measure(args: argparse.Namespace) -> int:
         }
         (args.out / "meta.json").write_text(json.dumps(meta, indent=1))
         cells = plan.cells(_floats(args.factors), _floats(args.burstiness), args.loops.split(","))
-        targets = args.targets.split(",") + ([plan.CANDIDATE] if args.candidate else [])
+        targets = args.targets.split(",")
+        if args.candidate and plan.CANDIDATE not in targets:
+            targets.append(plan.CANDIDATE)
         runs = plan.schedule(cells, args.repeat, targets)
         run.run_all(bench, runs, capacity, limit, _progress)
     return rejudge(args)
