@@ -24,6 +24,7 @@ until the caller takes them, so a slow client holds that much per exchange, not 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import cast
@@ -275,10 +276,8 @@ class _Connection(asyncio.Protocol):
             self._done()  # a body delimited by the end of the connection has ended
         elif not self.complete:
             self._fail(exc or ConnectionResetError("the backend closed the connection"))
-        try:
+        with contextlib.suppress(ValueError):  # not idle: in use, or already taken out
             self.origin.idle.remove(self)
-        except ValueError:
-            pass
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
