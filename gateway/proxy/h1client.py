@@ -133,7 +133,8 @@ class H1Client:
 
 
 class Response:
-    """One answer under way: its status and raw headers, then its body through `chunks()`."""
+    """One answer under way: its status and headers (names in lower case, values as sent), then its
+    body through `chunks()`."""
 
     __slots__ = ("_conn", "_taken", "raw_headers", "status")
 
@@ -280,12 +281,12 @@ class _Connection(asyncio.Protocol):
             self.origin.idle.remove(self)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
+        self._headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         self._until_close = not any(
-            n.lower() in (b"content-length", b"transfer-encoding") for n, _ in self._headers
+            n in (b"content-length", b"transfer-encoding") for n, _ in self._headers
         ) and not (status < 200 or status in (204, 304))
         head = self._head
         if head is not None and not head.done():

@@ -278,7 +278,7 @@ class Upstream:
             if any(marker in head for marker in BUSY_MARKERS):
                 raise UpstreamBusy(f"{lease.backend}: the engine is busy (503)")
             raise UpstreamRefused(f"{lease.backend}: answered 503")
-        out_headers = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP]
+        out_headers = [(k, v) for k, v in resp.raw_headers if k not in _RESPONSE_DROP]
         out_headers.extend(extra_headers)
         await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
         relay.status = resp.status
