@@ -28,9 +28,9 @@ import contextlib
 import ssl
 from collections.abc import AsyncIterator
 from typing import cast
+from urllib.parse import urlsplit
 
 import httptools
-import yarl
 
 HIGH_WATER = 256 * 1024
 DEFAULT_KEEPALIVE = 15.0
@@ -51,16 +51,16 @@ class Origin:
     __slots__ = ("host", "host_line", "idle", "port", "prefix", "ssl")
 
     def __init__(self, url: str) -> None:
-        parsed = yarl.URL(url)
-        if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        self.host = parsed.raw_host
+        self.host = parsed.hostname.encode("idna").decode("ascii")
         self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self.ssl: ssl.SSLContext | None = ssl.create_default_context() if parsed.scheme == "https" else None
         host = f"[{self.host}]" if ":" in self.host else self.host
-        authority = host if parsed.explicit_port is None else f"{host}:{self.port}"
-        self.host_line = f"Host: {authority}\r\n".encode("idna" if not authority.isascii() else "ascii")
-        self.prefix = parsed.raw_path.rstrip("/")
+        authority = host if parsed.port is None else f"{host}:{self.port}"
+        self.host_line = f"Host: {authority}\r\n".encode("ascii")
+        self.prefix = parsed.path.rstrip("/").encode()
         self.idle: list[_Connection] = []
 
 
@@ -85,7 +85,7 @@ class H1Client:
         if "content-type" not in headers:
             lines += "Content-Type: application/octet-stream\r\n"
         head = b"POST %s%s HTTP/1.1\r\n%s%sContent-Length: %d\r\n\r\n" % (
-            origin.prefix.encode(),
+            origin.prefix,
             path.encode(),
             origin.host_line,
             lines.encode(),
