@@ -83,7 +83,16 @@ class SLA:
     def met_by(self, sample: Sample) -> bool:
         """Whether every latency `sample` measured is at or under its target (one it could not
         measure, a non-streaming answer's TTFT, is not judged): its tokens count as goodput."""
-        return all((v := sample.value(s)) is None or v <= t for s, t in self.targets().items())
+        return (
+            _within(sample.ttft, self.ttft_p90)
+            and _within(sample.tpot, self.tpot_p90)
+            and _within(sample.e2e, self.e2e_p90)
+        )
+
+
+def _within(value: float | None, target: float | None) -> bool:
+    """A measured value is at or under its target; a missing value or target is not judged."""
+    return value is None or target is None or value <= target
 
 
 @dataclass(frozen=True, slots=True)

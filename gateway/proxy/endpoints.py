@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from dataclasses import replace
 
 from gateway.admission import Ticket
 from gateway.config import GatewayConfig
@@ -142,10 +141,12 @@ class OpenAIEndpoints:
             raise shutting_down()
         hold = await self._admit_quota(ticket, model)
         meter = Meter(ticket, self._forwarder.queues.queue(model))
-        out = Outbound(model, scope["path"], body, head.forward, streaming, ticket, arrived, meter)
+        headers_out: tuple[tuple[bytes, bytes], ...] = ()
         if hold is not None and self._tenancy is not None:
             meter.gate, meter.hold = self._tenancy.gate, hold
-            out = replace(out, headers_out=rate_limit_headers(hold.verdict))
+            headers_out = rate_limit_headers(hold.verdict)
+        path = scope["path"]
+        out = Outbound(model, path, body, head.forward, streaming, ticket, arrived, meter, headers_out)
         try:
             await self._forward(scope, receive, send, out)
         finally:

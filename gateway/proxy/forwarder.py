@@ -93,10 +93,9 @@ class Forwarder:
         failure before anything reached the client."""
         ticket = self._queues.queue(out.model).classify(out.ticket)
         outcome.patient = bool(ticket.patient)
-        out = replace(out, ticket=ticket)
         lease: Lease | None = await self._admit(out, ticket, outcome)
         waited = self._clock() - out.arrived
-        if not out.ticket.background:
+        if not ticket.background:
             self._telemetry.queued(out.model, waited)
         result: Exchange | None = None
         tried: list[str] = []
@@ -115,7 +114,7 @@ class Forwarder:
                     busy, lease = lease, None
                     busy.target.limiter.engine_busy()
                     busy.release(None)
-                    lease = await self._admit(out, out.ticket, outcome, exc)
+                    lease = await self._admit(out, ticket, outcome, exc)
                 except (UpstreamUnavailable, UpstreamTimeout) as exc:
                     failed, lease = lease, None
                     failed.release(None)
@@ -124,9 +123,7 @@ class Forwarder:
                     if len(tried) > self.retries:
                         outcome.status = 504 if isinstance(exc, UpstreamTimeout) else 502
                         raise _gave_up(outcome.status, exc) from None
-                    lease = await self._admit(
-                        out, replace(out.ticket, exclude=frozenset(tried)), outcome, exc
-                    )
+                    lease = await self._admit(out, replace(ticket, exclude=frozenset(tried)), outcome, exc)
             assert lease is not None
             if out.meter is not None:
                 out.meter.settle(result.sample)

@@ -17,6 +17,7 @@ import orjson
 
 from gateway.config import TimeoutConfig
 from gateway.pool.backends import Lease
+from gateway.proxy.h1client import ConnectFailed, H1Client, Response, ResponseBroken
 from gateway.proxy.sse import StreamStats, body_usage
 from gateway.types import Clock, Sample, Send
 
@@ -148,7 +149,8 @@ class _IdleWatch:
 
 
 class Upstream:
-    """The shared HTTP client. aiohttp keeps a keep-alive pool per backend host.
+    """The exchanges with backends (gateway.proxy.h1client, kept-alive connections per backend), and
+    the aiohttp session the health, model and metrics probes share.
 
     Each exchange runs under one deadline: `first_byte` until the response starts, then `idle`
     from each chunk. `stop()` (shutdown, after the grace) moves every running deadline to now, so
@@ -158,6 +160,7 @@ class Upstream:
     def __init__(self, timeouts: TimeoutConfig, clock: Clock) -> None:
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
+        self._client = H1Client(timeouts.connect)
         self._deadlines: set[asyncio.Timeout] = set()
         self._stopping = False
         self.timeouts = timeouts
@@ -171,6 +174,7 @@ class Upstream:
         """Applies to the next exchange (the config was reloaded)."""
         self._timeouts = timeouts
         self._client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
+        self._client.connect_timeout = timeouts.connect
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
@@ -182,6 +186,7 @@ class Upstream:
         )
 
     async def close(self) -> None:
+        self._client.close()
         if self._session is not None:
             await self._session.close()
 
@@ -213,7 +218,6 @@ class Upstream:
         """Relay one exchange; `on_tokens` hears the count of output tokens streamed so far."""
         if self._stopping:
             raise UpstreamStopped(lease.backend)
-        url = lease.target.url + path
         if lease.target.config.api_key:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
         dispatched = self._clock()
@@ -225,10 +229,8 @@ class Upstream:
                 self._deadlines.add(deadline)
                 try:
                     try:
-                        resp = await self.session.post(
-                            url, data=body, headers=headers, timeout=self._client_timeout
-                        )
-                    except (aiohttp.ClientConnectionError, aiohttp.ClientOSError) as exc:
+                        resp = await self._client.post(lease.target.url, path, body, headers)
+                    except ConnectFailed as exc:
                         raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
                     try:
                         await self._relay(
@@ -253,7 +255,7 @@ class Upstream:
             return await self._broken(
                 send, streaming, relay, 504, "the backend stopped sending (idle timeout)"
             )
-        except aiohttp.ClientError as exc:  # payload errors, a dropped connection mid-response
+        except ResponseBroken as exc:  # a dropped connection or a bad body mid-response
             if not relay.status:
                 raise UpstreamUnavailable(f"{lease.backend}: {exc}") from exc
             return await self._broken(send, streaming, relay, 502, f"the backend connection broke: {exc!r}")
@@ -261,7 +263,7 @@ class Upstream:
 
     async def _relay(
         self,
-        resp: aiohttp.ClientResponse,
+        resp: Response,
         send: Send,
         deadline: asyncio.Timeout,
         lease: Lease,
@@ -272,11 +274,11 @@ class Upstream:
     ) -> None:
         """Send the response on as it arrives. The only per-chunk work: token timing and the timer."""
         if resp.status == 503:
-            head = await resp.content.read(_BUSY_BODY_BYTES)
+            head = await resp.read(_BUSY_BODY_BYTES)
             if any(marker in head for marker in BUSY_MARKERS):
                 raise UpstreamBusy(f"{lease.backend}: the engine is busy (503)")
             raise UpstreamRefused(f"{lease.backend}: answered 503")
-        out_headers = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() not in _RESPONSE_DROP]
+        out_headers = [(k, v) for k, v in resp.raw_headers if k not in _RESPONSE_DROP]
         out_headers.extend(extra_headers)
         await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
         relay.status = resp.status
@@ -285,7 +287,7 @@ class Upstream:
         loop_time = asyncio.get_running_loop().time
         idle = self._timeouts.idle
         on_tokens = relay.on_tokens if stats is not None else None
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             if stats is not None:
                 stats.feed(chunk, clock())
                 if relay.first_token_at is None and stats.first_at is not None:
@@ -296,9 +298,10 @@ class Upstream:
             else:
                 relay.tail = (relay.tail + chunk)[-512:]
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if relay.watch is None:
+            if relay.watch is not None:
+                relay.watch.last = loop_time()
+            elif not resp.at_eof():  # a body that came whole needs no idle timer
                 relay.watch = _IdleWatch(deadline, idle)
-            relay.watch.last = loop_time()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _finished(self, relay: _Relay, stats: StreamStats | None, dispatched: float) -> Exchange:

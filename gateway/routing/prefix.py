@@ -49,6 +49,12 @@ class PrefixAffinity:
         if not candidates:
             return None
         index = self._index(model)
+        if len(routes) == 1 and len(candidates) == 1:
+            # Nothing to weigh: one request, one backend; only what it finds there is counted.
+            route, b = routes[0], candidates[0]
+            found = route.chunks if route is not None else ()
+            lru = index.lru(loads[b].name, loads[b].epoch, loads[b].kv_tokens) if found else None
+            return Choice(0, b, lru.match(found) if lru is not None else 0)
         lrus: dict[int, ChunkLRU] = {}
         chunks = [() if route is None else route.chunks for route in routes]
         sessions = self._sessions.get(model)
