@@ -80,6 +80,19 @@ class CoordinatedSlots:
             return None
         return self._slots.grant_local(backend, tenant)
 
+    def widen(self, lease: SharedSlot, weight: int) -> SharedSlot:
+        """`lease` counting `weight` sequences (RedisSlots.widen); `put` tells Redis."""
+        return self._slots.widen(lease, weight)
+
+    async def put(self, lease: SharedSlot) -> None:
+        """Count a widened lease in Redis too; in fallback the first renewal that gets through does."""
+        if not self.fallback.shared:
+            return
+        try:
+            await self._slots.put(lease)
+        except FAILURES as exc:
+            self.lost(exc)
+
     async def release(self, lease: SharedSlot) -> None:
         if not self.fallback.shared:
             self._slots.forget(lease)

@@ -20,10 +20,15 @@ When to ask again, rules and why:
   it would take and return the same slot in a loop. When nothing waits any more (the waiter left,
   or another backend's pump served it first), wait to be woken as usual.
 
-Releases go out through one task per backend (`give_back` is synchronous: a request's `finally`
-cannot wait on Redis), in order, then wake the pump: the slot a request here just freed is offered
-to the waiters here and everywhere through the same script, so no process keeps its slots for
-itself and the tenants' shares hold across processes.
+A lease is asked for as one sequence, since which request takes it is decided in `hand_out`; the
+request that takes it widens it to its own sequences (`take(sequences)`), as a local slot admits a
+request of n while one place is free, so the shared count holds n for it until it ends.
+
+Widenings and releases go out through one task per backend (`take` and `give_back` are
+synchronous: the pool's choice and a request's `finally` cannot wait on Redis), in order, so a
+lease is widened in Redis before it is released. After releases the task wakes the pump: the slot
+a request here just freed is offered to the waiters here and everywhere through the same script,
+so no process keeps its slots for itself and the tenants' shares hold across processes.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ class FairSlots(Protocol):
     async def try_acquire_fair(
         self, backend: str, tenant: str, limit: int, *, weight: float, waiting_seconds: float
     ) -> SharedSlot | None: ...
+
+    def widen(self, lease: SharedSlot, weight: int) -> SharedSlot: ...
+
+    async def put(self, lease: SharedSlot) -> None: ...
 
     async def release(self, lease: SharedSlot) -> None: ...
 
@@ -93,7 +102,8 @@ class SlotPump:
         self._weight = weight
         self._poll = poll
         self._wake = asyncio.Event()
-        self._returns: deque[SharedSlot] = deque()
+        self._returns: deque[tuple[bool, SharedSlot]] = deque()
+        """Leases to tell Redis about, in order: (True, lease) to release, (False, lease) to widen."""
         self._returning = asyncio.Event()
         self.stalled = False
         """The last fill got a lease a waiting request did not take: wait the poll before asking again."""
@@ -103,13 +113,21 @@ class SlotPump:
 
     # -- synchronous side (the pool, the request path) ----------------------------------------------
 
-    def take(self) -> SharedSlot | None:
-        """A ready lease for the request the pool picked; None outside `hand_out`."""
-        return self.ready.pop() if self.ready else None
+    def take(self, sequences: int = 1) -> SharedSlot | None:
+        """A ready lease for the request the pool picked, counting its `sequences`; None outside
+        `hand_out`."""
+        if not self.ready:
+            return None
+        lease = self.ready.pop()
+        if sequences > lease.weight:
+            lease = self._slots.widen(lease, sequences)
+            self._returns.append((False, lease))
+            self._returning.set()
+        return lease
 
     def give_back(self, lease: SharedSlot) -> None:
         """A request ended: release its lease (through the release task, once, in order)."""
-        self._returns.append(lease)
+        self._returns.append((True, lease))
         self._returning.set()
 
     def nudge(self) -> None:
@@ -172,10 +190,14 @@ class SlotPump:
             await self.flush()
 
     async def flush(self) -> None:
-        """Release every lease given back so far."""
+        """Widen and release every lease so far, in order."""
         self._returning.clear()
         while self._returns:
-            await self._release(self._returns.popleft())
+            release, lease = self._returns.popleft()
+            if release:
+                await self._release(lease)
+            else:
+                await self._slots.put(lease)
         self.nudge()
 
     async def _release(self, lease: SharedSlot) -> None:

@@ -7,7 +7,9 @@ all of this process's leases on every backend, and its heartbeat, in one call (R
 any lease Redis lost while its request still runs. A lease lives `lease_seconds` past its last
 renewal, so a process killed with SIGKILL frees its slots within that time; renew every
 `lease_seconds / 3` (as a ZooKeeper session or a Kubernetes Lease is renewed well inside its term)
-so one late or failed renewal does not lose a live lease.
+so one late or failed renewal does not lose a live lease. `widen` makes a granted lease count the
+sequences of the request that took it (gateway.coordination.shared_slots): at once here, where
+renewals and the fallback's share read it, and in Redis with `put` (WIDEN).
 
 This class raises what the client raises (redis.exceptions.RedisError, OSError) and keeps no
 opinion on failures: the coordinator decides what an unreachable Redis means.
@@ -16,11 +18,11 @@ opinion on failures: the coordinator decides what an unreachable Redis means.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redis.asyncio import Redis
 
-from gateway.coordination.scripts import ACQUIRE, ACQUIRE_FAIR, RELEASE, RENEW, Keys
+from gateway.coordination.scripts import ACQUIRE, ACQUIRE_FAIR, RELEASE, RENEW, WIDEN, Keys
 from gateway.coordination.shared_slots import SharedSlot
 
 
@@ -29,7 +31,7 @@ class Renewal:
     replicas: int
     """Processes with a live heartbeat, this one included."""
     restored: int
-    """Leases Redis had lost and this renewal put back."""
+    """Lease members (sequences) Redis had lost and this renewal put back."""
 
 
 class RedisSlots:
@@ -55,6 +57,7 @@ class RedisSlots:
         self._acquire_fair = redis.register_script(ACQUIRE_FAIR)
         self._release = redis.register_script(RELEASE)
         self._renew = redis.register_script(RENEW)
+        self._widen = redis.register_script(WIDEN)
 
     @property
     def lease_seconds(self) -> float:
@@ -110,17 +113,33 @@ class RedisSlots:
         if held is None or held.pop(lease.id, None) is None:
             raise RuntimeError(f"lease {lease.id} released twice or never granted here")
 
+    def widen(self, lease: SharedSlot, weight: int) -> SharedSlot:
+        """`lease` counting `weight` sequences from now on here (renewals put every member back);
+        `put` tells Redis. The lease held before is replaced: release the one returned."""
+        held = self._held.get(lease.backend)
+        if held is None or lease.id not in held:
+            raise RuntimeError(f"lease {lease.id} is not held here")
+        wide = replace(lease, weight=max(lease.weight, weight))
+        held[lease.id] = wide
+        return wide
+
+    async def put(self, lease: SharedSlot) -> None:
+        """Add the lease's members missing from Redis (after `widen`), without a limit check."""
+        keys = self._keys.lease_keys(lease.backend)[:3]
+        await self._widen(keys=keys, args=[self._lease_ms, lease.tenant, *lease.members()])
+
     async def release(self, lease: SharedSlot) -> None:
         """Forget the lease here first, so a failed call still releases it exactly once: Redis
         drops it when it lapses, and no renewal will put it back."""
         self.forget(lease)
         await self._release(
             keys=self._keys.lease_keys(lease.backend),
-            args=[lease.id, self._keys.released_channel(lease.backend)],
+            args=[self._keys.released_channel(lease.backend), *lease.members()],
         )
 
     def held(self, backend: str) -> int:
-        return len(self._held.get(backend, ()))
+        """Sequences this process's leases count on `backend`."""
+        return sum(lease.weight for lease in self._held.get(backend, {}).values())
 
     def leases(self) -> list[SharedSlot]:
         return [lease for held in self._held.values() for lease in held.values()]
@@ -132,8 +151,9 @@ class RedisSlots:
             if not held:
                 continue
             keys += [self._keys.slots(backend), self._keys.lease_tenant(backend), self._keys.tenants(backend)]
-            args.append(len(held))
+            args.append(sum(lease.weight for lease in held.values()))
             for lease in held.values():
-                args += [lease.id, lease.tenant]
+                for member in lease.members():
+                    args += [member, lease.tenant]
         replicas, restored = await self._renew(keys=keys, args=args)
         return Renewal(int(replicas), int(restored))

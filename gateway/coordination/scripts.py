@@ -1,9 +1,11 @@
 """The Lua scripts that change shared state, each one atomic on the Redis server, and the key layout.
 
 Keys (all under one hash tag, `{namespace}`, so every script's keys live in one slot):
-    slots:<backend>         ZSET  lease id -> expiry (ms, Redis server time)
-    lease-tenant:<backend>  HASH  lease id -> tenant
-    tenants:<backend>       HASH  tenant -> leases held (entries at 0 are deleted)
+    slots:<backend>         ZSET  lease member -> expiry (ms, Redis server time); a lease of n
+                            sequences has n members ("<id>", "<id>+1", ...), so ZCARD counts
+                            sequences
+    lease-tenant:<backend>  HASH  lease member -> tenant
+    tenants:<backend>       HASH  tenant -> sequences held (entries at 0 are deleted)
     state:<backend>         HASH  limit, ceiling, signals (JSON), term, published_ms, released
     waiting:<backend>       ZSET  tenant -> expiry (ms): tenants with requests waiting somewhere
     weights:<backend>       HASH  tenant -> weight (from the config every process shares)
@@ -111,28 +113,58 @@ return {1, held + 1, limit, 0}
 )
 
 RELEASE = """
--- KEYS: slots, lease-tenant, tenants, state. ARGV: lease[, channel].
--- A lease that already expired was purged (and its tenant count with it): only the count of
+-- KEYS: slots, lease-tenant, tenants, state. ARGV: channel ('' for none), then the lease's members.
+-- A member that already expired was purged (and its tenant count with it): only the count of
 -- finished requests moves. With a channel, a message on it tells the processes whose requests
--- wait for this backend that a slot is free. Returns 1 when the lease was still held.
-local removed = redis.call('ZREM', KEYS[1], ARGV[1])
-if removed == 1 then
-  local tenant = redis.call('HGET', KEYS[2], ARGV[1])
-  if tenant then
-    if redis.call('HINCRBY', KEYS[3], tenant, -1) <= 0 then redis.call('HDEL', KEYS[3], tenant) end
-    redis.call('HDEL', KEYS[2], ARGV[1])
+-- wait for this backend that a slot is free. Returns the members still held.
+local removed = 0
+for i = 2, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+    removed = removed + 1
+    local tenant = redis.call('HGET', KEYS[2], ARGV[i])
+    if tenant then
+      if redis.call('HINCRBY', KEYS[3], tenant, -1) <= 0 then redis.call('HDEL', KEYS[3], tenant) end
+      redis.call('HDEL', KEYS[2], ARGV[i])
+    end
   end
 end
 redis.call('HINCRBY', KEYS[4], 'released', 1)
-if ARGV[2] then redis.call('PUBLISH', ARGV[2], '1') end
+if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], '1') end
 return removed
 """
 
+_PUT = """
+local function put(slots, owners, tenants, lease, tenant, expiry)
+  if redis.call('ZADD', slots, expiry, lease) == 1 then
+    redis.call('HSET', owners, lease, tenant)
+    redis.call('HINCRBY', tenants, tenant, 1)
+    return 1
+  end
+  return 0
+end
+"""
+
+WIDEN = (
+    _NOW
+    + _PUT
+    + """
+-- KEYS: slots, lease-tenant, tenants. ARGV: lease_ms, tenant, then members to add. A granted
+-- lease counted as the sequences of the request that took it, without a limit check: the request
+-- was admitted while one place was free, as a local slot admits it. Returns the members added.
+local added = 0
+for i = 3, #ARGV do
+  added = added + put(KEYS[1], KEYS[2], KEYS[3], ARGV[i], ARGV[2], now + tonumber(ARGV[1]))
+end
+return added
+"""
+)
+
 RENEW = (
     _NOW
+    + _PUT
     + """
 -- KEYS: replicas, then per backend: slots, lease-tenant, tenants. ARGV: owner, lease_ms,
--- replica_ms, then per backend the number of leases n and n pairs of lease id and tenant.
+-- replica_ms, then per backend the number of lease members n and n pairs of member and tenant.
 -- Extends every lease of this process and its heartbeat, in one round trip. A lease Redis no
 -- longer has (it lapsed during a partition, or Redis restarted empty) is put back without a limit
 -- check: its request is still running on the backend, so the shared count must include it.
@@ -143,11 +175,7 @@ for k = 2, #KEYS, 3 do
   local n = tonumber(ARGV[i]); i = i + 1
   for j = 1, n do
     local lease, tenant = ARGV[i], ARGV[i + 1]; i = i + 2
-    if redis.call('ZADD', KEYS[k], now + tonumber(ARGV[2]), lease) == 1 then
-      redis.call('HSET', KEYS[k + 1], lease, tenant)
-      redis.call('HINCRBY', KEYS[k + 2], tenant, 1)
-      restored = restored + 1
-    end
+    restored = restored + put(KEYS[k], KEYS[k + 1], KEYS[k + 2], lease, tenant, now + tonumber(ARGV[2]))
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

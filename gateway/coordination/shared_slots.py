@@ -8,6 +8,12 @@ process and replica that names the same Redis, each slot a lease there; `Coordin
 (coordinator.py) is `RedisSlots` with the local fallback when Redis cannot be reached. Without
 shared state a backend counts in this process only (gateway.control.slots).
 
+A lease counts the sequences of its request (OpenAI's `n`, several prompts), as the local count
+does (gateway.control.slots): one entry in the backend's shared set per sequence, so a request the
+engine runs as n sequences holds n of the limit in every process, not one. It is granted as one
+(which request takes it is decided after the grant) and widened to its request's sequences when
+taken, as a local slot admits a request of n while one place is free.
+
 Why async: a shared count needs a round trip.
 """
 
@@ -25,6 +31,12 @@ class SharedSlot:
     backend: str
     id: str
     tenant: str
+    weight: int = 1
+    """Sequences the lease counts."""
+
+    def members(self) -> list[str]:
+        """Its entries in the backend's shared set: the id, then one per further sequence."""
+        return [self.id, *(f"{self.id}+{k}" for k in range(1, self.weight))]
 
 
 class SlotBackend(Protocol):
@@ -35,4 +47,4 @@ class SlotBackend(Protocol):
         """Give `lease` back. Releasing one twice raises RuntimeError (a bug in the caller)."""
 
     def held(self, backend: str) -> int:
-        """Leases this process holds on `backend` now."""
+        """Sequences this process's leases count on `backend` now."""

@@ -106,12 +106,12 @@ class Backend:
         return not self.limiter.has_room() or (self.pump is not None and self.pump.full)
 
     def lease(self, *, background: bool, hand_off: Callable[[Backend], None], sequences: int = 1) -> Lease:
-        """A slot for one request of `sequences` sequences (with shared slots, one lease in Redis
-        per request whatever its sequences)."""
+        """A slot for one request of `sequences` sequences (with shared slots, a lease in Redis
+        counting as many, capped at the limit as the local count is)."""
         slot = self.limiter.acquire(sequences)
         shared = None
         if self.pump is not None:
-            shared = self.pump.take()
+            shared = self.pump.take(slot.weight)
             if shared is None:
                 slot.release(None)
                 raise RuntimeError(f"no shared slot ready on {self.name}")

@@ -28,6 +28,8 @@ class Waiting:
         self.served: list[SharedSlot] = []
         self.taking = True
         self.served_elsewhere = False
+        self.sequences = 1
+        """Sequences of each waiting request (OpenAI's `n`)."""
 
     def next_tenant(self) -> str | None:
         return self.tenants[0] if self.tenants else None
@@ -39,17 +41,19 @@ class Waiting:
         assert self.pump is not None
         if self.served_elsewhere:  # another backend's pump gave the waiter its slot first
             self.tenants.clear()
-        while self.taking and self.tenants and (lease := self.pump.take()) is not None:
+        while self.taking and self.tenants and (lease := self.pump.take(self.sequences)) is not None:
             self.tenants.pop(0)
             self.served.append(lease)
 
 
-def process(redis_server: RedisServer, keys: Keys, owner: str) -> tuple[Coordinator, SlotPump, Waiting]:
+def process(
+    redis_server: RedisServer, keys: Keys, owner: str, limit: int = 1
+) -> tuple[Coordinator, SlotPump, Waiting]:
     c = Coordinator(
         connect(redis_server.url, timeout=5.0), ["b"], clock=time.monotonic, owner=owner, keys=keys
     )
     waiting = Waiting()
-    pump = SlotPump("b", c.slots, waiting, limit=lambda: 1, weight=lambda t: 1.0, poll=5.0)
+    pump = SlotPump("b", c.slots, waiting, limit=lambda: limit, weight=lambda t: 1.0, poll=5.0)
     waiting.pump = pump
     return c, pump, waiting
 
@@ -113,3 +117,33 @@ async def test_a_lease_another_backend_served_first_does_not_stall_the_pump(
     assert await pump1.fill() == 0
     assert pump1.counts.unused == 1 and c1.slots.held("b") == 0
     assert not pump1.stalled  # nothing waits: the next request wakes it at once
+
+
+async def test_a_request_of_n_sequences_holds_n_places_in_every_process(
+    redis_server: RedisServer, keys: Keys
+) -> None:
+    """Limit 3 shared by two processes: a request with `n` = 3 taking a lease in one leaves no place
+    in the other until it ends, as the local count leaves none in its own process."""
+    procs = [process(redis_server, keys, "p1", limit=3), process(redis_server, keys, "p2", limit=3)]
+    (c1, pump1, wait1), (c2, pump2, wait2) = procs
+    try:
+        for c, _, _ in procs:
+            await c.step()
+        wait1.sequences = 3
+        wait1.tenants.append("t")
+        assert await pump1.fill() == 1
+        (lease,) = wait1.served
+        assert lease.weight == 3 and c1.slots.held("b") == 3
+        await pump1.flush()  # the widening reaches Redis before anything else this pump sends
+        wait2.tenants.append("u")
+        assert await pump2.fill() == 0 and pump2.counts.refused == 1
+        await c2.step()
+        assert c2.views["b"].inflight == 3
+        pump1.give_back(wait1.served.pop())
+        await pump1.flush()
+        assert await pump2.fill() == 1 and len(wait2.served) == 1
+        await c2.step()
+        assert c2.views["b"].inflight == 1 and c1.slots.held("b") == 0
+    finally:
+        for c, _, _ in procs:
+            await c.close()

@@ -156,3 +156,24 @@ async def test_tenants_are_counted_across_processes_and_lapsed_leases_leave_the_
     assert view.tenants == {"bob": 1} and view.inflight == 1
     await b.release(kept)
     assert (await shared.read("x")).tenants == {}
+
+
+async def test_a_widened_lease_counts_its_sequences_until_released(redis: Redis, keys: Keys) -> None:
+    """A request of n sequences holds n of the shared limit, in Redis and in what renewals keep."""
+    slots = RedisSlots(redis, "p1", keys=keys)
+    other = RedisSlots(redis, "p2", keys=keys)
+    lease = await slots.try_acquire("b", "t", 4)
+    assert lease is not None
+    wide = slots.widen(lease, 3)
+    await slots.put(wide)
+    assert slots.held("b") == 3
+    view = await SharedState(redis, keys=keys, clock=time.monotonic).read("b")
+    assert view.inflight == 3 and view.tenants == {"t": 3}
+    assert await other.try_acquire("b", "u", 4) is not None  # the fourth place
+    assert await other.try_acquire("b", "u", 4) is None
+    await redis.delete(keys.slots("b"), keys.lease_tenant("b"), keys.tenants("b"))
+    assert (await slots.renew()).restored == 3  # every sequence put back, not one
+    await other.renew()
+    await slots.release(wide)
+    view = await SharedState(redis, keys=keys, clock=time.monotonic).read("b")
+    assert view.inflight == 1 and view.tenants == {"u": 1}
