@@ -2,7 +2,8 @@
 
 ceil(characters / 4) over the text a request sends (chat message contents, a completion prompt,
 embedding inputs), plus 4 tokens per chat message for the template's role markers: OpenAI's rule of
-thumb for English text is about four characters per token; token ids sent as a list count one each.
+thumb for English text is about four characters per token; token ids sent as a list count one each
+(told apart by the first element, so the estimate costs the same however many ids there are).
 An estimate only has to be of the right size: the fair queue and the token quota are corrected with
 the backend's count (`usage.prompt_tokens`) when the answer carries one.
 """
@@ -31,7 +32,7 @@ def _tokens(value: object) -> int:
     if isinstance(value, str):
         return math.ceil(len(value) / CHARS_PER_TOKEN)
     if isinstance(value, list):
-        if value and all(isinstance(v, int) for v in value):
+        if value and isinstance(value[0], int):  # token ids: the API's prompt types never mix ids and text
             return len(value)
         return sum(_tokens(v) for v in value)
     return 0
