@@ -44,3 +44,15 @@ def test_completions_text_and_body_usage() -> None:
     assert s.events == 1
     assert body_usage(b'{"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8}}') == (12, 8)
     assert body_usage(b"{}") == (0, 0)
+
+
+def test_a_read_of_many_events_counts_each_token_event_once() -> None:
+    """A backend that outruns its client hands over thousands of events in one read."""
+    spaced = b'data: {"choices": [{"index": 0, "text": "x"}]}\n\n'
+    empty = b'data: {"choices":[{"index":0,"text":""}]}\n\n'
+    read = ROLE + TOKEN * 1000 + empty + spaced * 500 + USAGE[:20]
+    s = StreamStats()
+    s.feed(read, 1.0)
+    s.feed(USAGE[20:] + DONE, 2.0)
+    assert (s.events, s.first_at, s.last_at) == (1500, 1.0, 1.0)
+    assert s.tokens == 3 and not s.error  # the usage chunk, split across the reads, still counts
