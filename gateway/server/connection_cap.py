@@ -92,6 +92,12 @@ class Connections:
             self.busy(conn)
             self.advice.closed(self._clock())
 
+    def forget(self, conn: Evictable) -> None:
+        """Stop counting `conn` without counting a close: it lives on as another object (a
+        connection held unread, now set up), which is admitted in its place at once."""
+        self._open.discard(conn)
+        self.busy(conn)
+
     def retry_after(self) -> float:
         """Seconds a client refused now should wait before it tries again."""
         return self.advice.retry_after(self._clock())

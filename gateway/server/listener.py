@@ -116,6 +116,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._body_started = 0.0
         self._body_bytes = 0
         self._refusal: GatewayError | None = None
+        self.head_since: float | None = None
+        """When the connection was accepted, if earlier than it was set up (held unread by
+        gateway.server.acceptor): its first head is due `header_timeout` from then."""
 
     # -- connection ----------------------------------------------------------------------------
 
@@ -248,7 +251,9 @@ class GuardedProtocol(HttpToolsProtocol):
     # -- timers and refusals -------------------------------------------------------------------
 
     def _arm_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(self._limits.header_timeout, self._head_timed_out)
+        since, self.head_since = self.head_since, None
+        start = self.loop.time() if since is None else since
+        self._head_timer = self.loop.call_at(start + self._limits.header_timeout, self._head_timed_out)
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:

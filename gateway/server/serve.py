@@ -5,7 +5,8 @@
   upstream, so at most (limit - RESERVED_FDS) / 2 connections, and `accept` never fails for lack of
   descriptors.
 - Accepting. Connections are accepted a few per turn of the event loop (gateway/server/acceptor.py), not
-  all pending ones at once as the loop's own server does, so a burst cannot stall running requests.
+  all pending ones at once as the loop's own server does, so a burst cannot stall running requests;
+  one that has sent nothing is held unread (counted under the cap) until it does.
 - Collector. Once the application has started, its full passes are spaced out (gateway/server/gc_pacing.py).
 - Listeners. The public one, and with `admin.port` a second one for /metrics and /admin/*; both
   run the same application (which routes by listener) under one server and one lifespan. With
@@ -125,10 +126,22 @@ def listeners(config: GatewayConfig, public: socket.socket | None) -> list[tuple
 
 
 class GatewayServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Lifecycle, probe: socket.socket | None = None) -> None:
-        """`probe`: the probe port's socket, answered from a thread rather than by an acceptor."""
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        app: Lifecycle,
+        probe: socket.socket | None = None,
+        *,
+        connections: Connections | None = None,
+        header_timeout: float = 30.0,
+    ) -> None:
+        """`probe`: the probe port's socket, answered from a thread rather than by an acceptor;
+        `connections`: the cap its protocols admit under, which also counts the connections its
+        acceptors hold unread (gateway/server/acceptor.py)."""
         super().__init__(config)
         self._app = app
+        self._connections = connections
+        self._header_timeout = header_timeout
         self._grace_over = asyncio.Event()
         self._acceptors: list[Acceptor] = []
         self._probe_socket = probe
@@ -145,7 +158,12 @@ class GatewayServer(uvicorn.Server):
             probe = ProbeServer(self._probe_socket, self._app.health)
             probe.start()
             self._probe = (probe, asyncio.create_task(probe.heartbeat()))
-        self._acceptors = [Acceptor(sock, self._new_protocol) for sock in sockets or []]
+        self._acceptors = [
+            Acceptor(
+                sock, self._new_protocol, connections=self._connections, header_timeout=self._header_timeout
+            )
+            for sock in sockets or []
+        ]
         self.started = True
 
     def _new_protocol(self) -> asyncio.Protocol:
@@ -234,7 +252,8 @@ async def serve(
     cap = connection_cap(config.limits, fd_limit)
     if cap < config.limits.max_connections:
         _log_fd_cap(cap, config.limits.max_connections, fd_limit)
-    protocol = functools.partial(GuardedProtocol, limits=config.limits, connections=Connections(cap))
+    connections = Connections(cap)
+    protocol = functools.partial(GuardedProtocol, limits=config.limits, connections=connections)
     uv_config = uvicorn.Config(
         app,
         http=protocol,  # type: ignore[arg-type]
@@ -252,7 +271,10 @@ async def serve(
         log.info("%s on http://%s:%d", what, f"[{host}]" if ":" in host else host, port)
     probe = next((sock for what, sock in named if what == PROBES), None)
     sockets = [sock for what, sock in named if what != PROBES]
-    await GatewayServer(uv_config, app, probe).serve(sockets=sockets)
+    server = GatewayServer(
+        uv_config, app, probe, connections=connections, header_timeout=config.limits.header_timeout
+    )
+    await server.serve(sockets=sockets)
 
 
 def run(

@@ -1,5 +1,6 @@
 """The acceptor over loopback: connections are served, at most `batch` are taken per call, it stops
-when closed and pauses when accepting fails for lack of descriptors."""
+when closed and pauses when accepting fails for lack of descriptors; connections that send nothing
+are held unread under the connection cap until they do."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from gateway.server import acceptor as acceptor_module
 from gateway.server.acceptor import Acceptor
+from gateway.server.connection_cap import Connections
 from gateway.server.serve import bind
 
 
@@ -133,3 +135,60 @@ async def test_out_of_descriptors_pauses_then_accepts(
     assert answer == b"late"
     assert failing.failures == 0
     assert "accepting paused" in caplog.text
+
+
+async def settled(acceptor: Acceptor, made: list[Echo], unread: int, set_up: int) -> tuple[int, int]:
+    """Let the loop run until `unread` connections are held and `set_up` made (or 5 s pass)."""
+    async with asyncio.timeout(5):
+        while (acceptor.unread, len(made)) != (unread, set_up):  # noqa: ASYNC110 - set in loop callbacks
+            await asyncio.sleep(0.01)
+    return acceptor.unread, len(made)
+
+
+async def test_silent_connections_are_held_unread_until_their_first_bytes() -> None:
+    made: list[Echo] = []
+    cap = Connections(8)
+    with bind("127.0.0.1", 0) as sock:
+        acceptor = Acceptor(sock, lambda: Echo(made), connections=cap, header_timeout=30)
+        port = sock.getsockname()[1]
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        assert await settled(acceptor, made, unread=5, set_up=0) == (5, 0)
+        assert len(cap) == 5  # counted under the cap all the same
+        assert await echo_once(port, b"at once") == b"at once"  # one that sends is served at once
+        silent[0].sendall(b"late")
+        silent[0].settimeout(5)
+        assert await asyncio.to_thread(silent[0].recv, 4) == b"late"
+        assert (acceptor.unread, len(made)) == (4, 2)
+        silent[1].close()  # gone before a byte: closed, never set up
+        assert await settled(acceptor, made, unread=3, set_up=2) == (3, 2)
+        acceptor.close()  # the ones still silent are closed with it
+        silent[2].settimeout(5)
+        assert acceptor.unread == 0 and await asyncio.to_thread(silent[2].recv, 16) == b""
+        for client in silent:
+            client.close()
+        for protocol in made:
+            assert protocol.transport is not None
+            protocol.transport.close()
+
+
+async def test_a_silent_connection_makes_room_and_times_out_with_408() -> None:
+    made: list[Echo] = []
+    now = [100.0]
+    cap = Connections(1, clock=lambda: now[0])
+    with bind("127.0.0.1", 0) as sock:
+        acceptor = Acceptor(sock, lambda: Echo(made), connections=cap, header_timeout=0.2)
+        port = sock.getsockname()[1]
+        first = socket.create_connection(("127.0.0.1", port))
+        first.settimeout(5)
+        assert await settled(acceptor, made, unread=1, set_up=0) == (1, 0)
+        now[0] += 2  # the one held has been silent long enough to make room
+        second = socket.create_connection(("127.0.0.1", port))
+        second.settimeout(5)
+        with pytest.raises(ConnectionResetError):  # evicted to make room for the second
+            await asyncio.to_thread(first.recv, 16)
+        answer = await asyncio.to_thread(second.recv, 4096)  # nothing sent within header_timeout
+        assert answer.startswith(b"HTTP/1.1 408 ") and b"request_timeout" in answer
+        assert (acceptor.unread, len(cap), made) == (0, 0, [])
+        acceptor.close()
+        first.close()
+        second.close()
