@@ -9,7 +9,9 @@
   one that has sent nothing is held unread (counted under the cap) until it does.
 - Collector. Once the application has started, its full passes are spaced out (gateway/server/gc_pacing.py).
 - Listeners. The public one, and with `admin.port` a second one for /metrics and /admin/*; both
-  run the same application (which routes by listener) under one server and one lifespan. With
+  run the same application (which routes by listener) under one server and one lifespan, each
+  under a connection cap of its own (the admin one ADMIN_CONNECTIONS), so a flood of the public
+  port cannot lock operators out. With
   `admin.probe_port` a third, answered from a thread (gateway/server/probes.py) from the start of
   the application to the end of the shutdown. Under `--workers` the supervisor binds the public
   socket and each worker binds the others with SO_REUSEPORT, as the public one is.
@@ -87,7 +89,9 @@ def raise_fd_limit() -> int:
 
 
 def connection_cap(limits: ListenLimits, fd_limit: int) -> int:
-    return max(1, min(limits.max_connections, (fd_limit - RESERVED_FDS) // 2))
+    """The public cap: two descriptors per connection (one upstream), after the reserved ones and
+    the admin port's (one each: it calls no backend)."""
+    return max(1, min(limits.max_connections, (fd_limit - RESERVED_FDS - ADMIN_CONNECTIONS) // 2))
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = BACKLOG) -> socket.socket:
@@ -108,6 +112,12 @@ def bind(host: str, port: int, *, reuse_port: bool = False, backlog: int = BACKL
 
 PROBES = "health probes"
 """What the probe port's socket serves (answered by a thread, not by an acceptor)."""
+ADMIN = "metrics and admin"
+"""What the admin port's socket serves."""
+ADMIN_CONNECTIONS = 64
+"""The admin port's own connection cap, apart from the public one: a flood of the public port,
+which may fill its cap with requests in progress, cannot lock operators out of /metrics and
+/admin/*, and scrapers and operators need a few connections, not thousands."""
 
 
 def listeners(config: GatewayConfig, public: socket.socket | None) -> list[tuple[str, socket.socket]]:
@@ -115,7 +125,7 @@ def listeners(config: GatewayConfig, public: socket.socket | None) -> list[tuple
     bound here), then the admin one and the probe one, each if configured."""
     named = [("serving", public if public is not None else bind(config.host, config.port))]
     try:
-        for what, port in (("metrics and admin", config.admin.port), (PROBES, config.admin.probe_port)):
+        for what, port in ((ADMIN, config.admin.port), (PROBES, config.admin.probe_port)):
             if port is not None:
                 named.append((what, bind(config.admin.host, port, reuse_port=public is not None)))
     except OSError:
@@ -132,15 +142,15 @@ class GatewayServer(uvicorn.Server):
         app: Lifecycle,
         probe: socket.socket | None = None,
         *,
-        connections: Connections | None = None,
+        connections: Mapping[socket.socket, Connections] | None = None,
         header_timeout: float = 30.0,
     ) -> None:
         """`probe`: the probe port's socket, answered from a thread rather than by an acceptor;
-        `connections`: the cap its protocols admit under, which also counts the connections its
-        acceptors hold unread (gateway/server/acceptor.py)."""
+        `connections`: per listening socket, the cap its protocols admit under, which also counts
+        the connections its acceptor holds unread (gateway/server/acceptor.py)."""
         super().__init__(config)
         self._app = app
-        self._connections = connections
+        self._connections = dict(connections or {})
         self._header_timeout = header_timeout
         self._grace_over = asyncio.Event()
         self._acceptors: list[Acceptor] = []
@@ -158,17 +168,20 @@ class GatewayServer(uvicorn.Server):
             probe = ProbeServer(self._probe_socket, self._app.health)
             probe.start()
             self._probe = (probe, asyncio.create_task(probe.heartbeat()))
-        self._acceptors = [
-            Acceptor(
-                sock, self._new_protocol, connections=self._connections, header_timeout=self._header_timeout
+        self._acceptors = []
+        for sock in sockets or []:
+            cap = self._connections.get(sock)
+            protocol = functools.partial(self._new_protocol, cap)
+            self._acceptors.append(
+                Acceptor(sock, protocol, connections=cap, header_timeout=self._header_timeout)
             )
-            for sock in sockets or []
-        ]
         self.started = True
 
-    def _new_protocol(self) -> asyncio.Protocol:
+    def _new_protocol(self, connections: Connections | None = None) -> asyncio.Protocol:
+        """A protocol for a new connection, admitted under `connections` (else the one configured)."""
+        extra = {} if connections is None else {"connections": connections}
         return self.config.http_protocol_class(  # type: ignore[call-arg]
-            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state, **extra
         )
 
     @contextlib.contextmanager
@@ -240,7 +253,7 @@ def _log_fd_cap(cap: int, wanted: int, fd_limit: int) -> None:
         cap,
         wanted,
         fd_limit,
-        2 * wanted + RESERVED_FDS,
+        2 * wanted + RESERVED_FDS + ADMIN_CONNECTIONS,
     )
 
 
@@ -252,8 +265,8 @@ async def serve(
     cap = connection_cap(config.limits, fd_limit)
     if cap < config.limits.max_connections:
         _log_fd_cap(cap, config.limits.max_connections, fd_limit)
-    connections = Connections(cap)
-    protocol = functools.partial(GuardedProtocol, limits=config.limits, connections=connections)
+    public_cap = Connections(cap)
+    protocol = functools.partial(GuardedProtocol, limits=config.limits, connections=public_cap)
     uv_config = uvicorn.Config(
         app,
         http=protocol,  # type: ignore[arg-type]
@@ -271,8 +284,9 @@ async def serve(
         log.info("%s on http://%s:%d", what, f"[{host}]" if ":" in host else host, port)
     probe = next((sock for what, sock in named if what == PROBES), None)
     sockets = [sock for what, sock in named if what != PROBES]
+    caps = {sock: Connections(ADMIN_CONNECTIONS) if what == ADMIN else public_cap for what, sock in named}
     server = GatewayServer(
-        uv_config, app, probe, connections=connections, header_timeout=config.limits.header_timeout
+        uv_config, app, probe, connections=caps, header_timeout=config.limits.header_timeout
     )
     await server.serve(sockets=sockets)
 

@@ -1,7 +1,7 @@
 """What a client can hold before it sends a request: connections that never send a complete head
 are closed after `listen.header_timeout`, requests whose body stalls after `listen.body_timeout`,
 oversized heads are refused with 431 before the parser holds them, and neither a connection flood
-nor the process's descriptor limit locks clients out."""
+nor the process's descriptor limit locks clients out, nor a full public port operators."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import orjson
 import pytest
 from abuse_helpers import connect, eventually, port_of, post_head, read_to_end, running_in
 
-from tests.procs import Proc, spawn_gateway, spawn_sim
+from tests.procs import Proc, free_port, spawn_gateway, spawn_sim
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +112,30 @@ def test_at_the_cap_with_nothing_idle_newcomers_are_answered_503_with_spread_adv
     finally:
         for sock in busy:
             sock.close()
+
+
+def test_the_admin_port_is_reachable_while_the_public_port_is_full(sim: Proc) -> None:
+    admin_port = free_port()
+    config = {
+        "backends": [sim.url],
+        "listen": {"max_connections": 4},
+        "admin": {"host": "127.0.0.1", "port": admin_port},
+    }
+    body = orjson.dumps({"model": "tiny-llama", "prompt": "x", "max_tokens": 1000, "stream": True})
+    with spawn_gateway(config, ready="/v1/models") as gw:
+        before = running_in(sim)
+        busy = [connect(port_of(gw)) for _ in range(4)]
+        try:
+            for sock in busy:
+                sock.sendall(post_head("/v1/completions", body) + body)
+            eventually(lambda: running_in(sim) == before + 4, what="four streams running")
+            assert error_of(read_to_end(connect(port_of(gw)))) == (503, "too_many_connections")
+            admin = f"http://127.0.0.1:{admin_port}"
+            assert httpx.get(f"{admin}/health", timeout=5).status_code == 200
+            assert httpx.get(f"{admin}/admin/state", timeout=5).status_code == 200
+        finally:
+            for sock in busy:
+                sock.close()
 
 
 def test_idle_connections_beyond_the_soft_descriptor_limit_do_not_lock_clients_out(sim: Proc) -> None:

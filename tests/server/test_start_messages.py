@@ -8,7 +8,7 @@ import pytest
 
 from gateway.proxy.errors import GatewayError
 from gateway.server.listener import raw_response
-from gateway.server.serve import RESERVED_FDS, _log_fd_cap
+from gateway.server.serve import ADMIN_CONNECTIONS, RESERVED_FDS, _log_fd_cap
 
 
 def test_a_refusal_written_before_any_request_exists_has_a_request_id() -> None:
@@ -30,4 +30,4 @@ def test_the_descriptor_cap_is_a_warning_only_under_a_max_connections_the_user_s
     assert record.levelno == level
     message = record.getMessage()
     assert "ulimit -Hn" in message and "lower listen.max_connections" in message
-    assert f"to {2 * wanted + RESERVED_FDS}, or" in message
+    assert f"to {2 * wanted + RESERVED_FDS + ADMIN_CONNECTIONS}, or" in message
