@@ -51,6 +51,8 @@ class Gateway:
     ) -> None:
         self.config = config
         self.clock: Clock = clock or time.monotonic
+        # Before any part exists: no backend's last change can precede the gateway's start.
+        started_at = self.clock()
         self.metrics = Metrics(coordination=config.state.redis_url is not None, clock=self.clock)
         self.telemetry = Telemetry(self.metrics)
         self.pool = Pool(
@@ -96,7 +98,12 @@ class Gateway:
         self.router = self._make_router()
         self.metrics.live.read_from(self)
         self.admin_state = AdminState(
-            self.pool, self.queues, clock=self.clock, coordinator=self.sharing, batches=self.batches
+            self.pool,
+            self.queues,
+            clock=self.clock,
+            started_at=started_at,
+            coordinator=self.sharing,
+            batches=self.batches,
         )
 
     def _make_router(self) -> Router:

@@ -32,6 +32,7 @@ class AdminState:
         queues: ModelQueues,
         *,
         clock: Clock,
+        started_at: float,
         coordinator: Describes | None,
         batches: Describes | None,
         wall: Callable[[], float] = time.time,
@@ -42,7 +43,7 @@ class AdminState:
         self._wall = wall
         self._coordinator = coordinator
         self._batches = batches
-        self._started_at = clock()
+        self._started_at = started_at
 
     def document(self, config: GatewayConfig) -> dict[str, object]:
         """The document under `config`, the one in force (a reload replaces it)."""

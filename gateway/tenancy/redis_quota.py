@@ -17,10 +17,12 @@ holds back on its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING
 
 from gateway.tenancy.buckets import WINDOW, Limits
+
+if TYPE_CHECKING:  # the client is made where a redis_url is configured (gateway.tenancy.service)
+    from redis.asyncio import Redis
 
 _BUCKETS = """
 local t = redis.call('TIME')

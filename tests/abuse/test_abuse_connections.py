@@ -94,6 +94,7 @@ def test_at_the_connection_cap_the_longest_idle_connection_makes_room(gw: Proc) 
         sock.close()
 
 
+@pytest.mark.serial
 def test_at_the_cap_with_nothing_idle_newcomers_are_answered_503_with_spread_advice(
     gw: Proc, sim: Proc
 ) -> None:

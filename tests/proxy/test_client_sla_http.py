@@ -141,6 +141,7 @@ def test_a_models_own_target_replaces_the_default(slow_sim: Proc) -> None:
         assert p90 > 2.0  # its own 1.5 s in the front end, and its wait for the first one
 
 
+@pytest.mark.serial
 def test_an_engine_busy_503_is_waited_out_never_passed_to_the_client() -> None:
     with spawn_sim("--profile", "tiny-cpu", "--max-num-queued-reqs", "2", "--frontend-delay", "0.3") as sim:
         config = {
