@@ -61,6 +61,10 @@ from gateway.server.connection_cap import Connections
 log = logging.getLogger("gateway.server.listener")
 
 
+LINGER = 2.0
+"""Seconds a connection answered 408 mid-body goes on reading, and discarding, before it closes."""
+
+
 class _Refused(Exception):
     """Raised from a parser callback to stop parsing; `send_400_response` answers `_refusal`."""
 
@@ -116,6 +120,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._body_started = 0.0
         self._body_bytes = 0
         self._refusal: GatewayError | None = None
+        self._lingering = False
+        """Answered and half-closed: what the client still sends is read and dropped."""
         self.head_since: float | None = None
         """When the connection was accepted, if earlier than it was set up (held unread by
         gateway.server.acceptor): its first head is due `header_timeout` from then."""
@@ -175,6 +181,8 @@ class GuardedProtocol(HttpToolsProtocol):
     # -- request head --------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         self._feed(data)
         # Armed only when a body is still due after this read: most requests arrive whole.
         if self._body_due and self._body_timer is None and not self.transport.is_closing():
@@ -290,7 +298,20 @@ class GuardedProtocol(HttpToolsProtocol):
         cycle.message_event.set()
         self._client_gone()
         self.transport.write(raw_response(err))
-        self.transport.close()
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after an answer to a client that may still be sending: first only our side (FIN),
+        reading and dropping its bytes for `LINGER` seconds, then the socket. Closed at once, a
+        socket with unread bytes sends a reset, which can destroy the answer before the client
+        reads it (RFC 9112, section 9.6; nginx's and Apache's lingering close)."""
+        transport = self.transport
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._lingering = True
+        self.loop.call_later(LINGER, transport.close)
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
