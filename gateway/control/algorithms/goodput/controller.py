@@ -78,6 +78,9 @@ class GoodputLimit:
         decision = self._decide(obs, epoch)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
+            _, r = worst_ratio(obs, self.sla)
+            if r > 0 and decision.reason in ("headroom", "p90_over_target"):
+                self.model.moved(obs.limit, r)
         return decision
 
     def _turnover(self, obs: Observation) -> None:
@@ -141,8 +144,8 @@ class GoodputLimit:
                 return self._infeasible(obs, anchor[0], count, signal)
             return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
         model.fail(limit, r, self._until(obs))
-        wanted = limit * max(self.params.max_decrease, 1.0 / r if r > 1.0 else 1.0)
-        return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: L x 1/r")
+        wanted = max(limit * self.params.max_decrease, model.aim(limit, r))
+        return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: to {wanted:.0f}")
 
     def _infeasible(self, obs: Observation, back: int, low: ev.Count, signal: Signal) -> Decision:
         """Halving the limit did not lower the misses: hold the higher limit and report the floor."""
@@ -165,9 +168,12 @@ class GoodputLimit:
         cap = model.saturation(obs, 1.0)
         if limit != floor.limit and model.probe is None:
             d = decide(obs, floor.limit, "sla_infeasible", "back to the limit held")
-        elif model.probe is None and limit < cap and obs.since_change >= self.tau:
-            # Latency does not fall with the limit, so by Little's law throughput grows with it up
-            # to the engine's saturation: grow as slow start does, without a latency step.
+        elif model.probe is None and limit > cap:
+            d = decide(obs, max(obs.floor, math.floor(cap)), "sla_infeasible", f"back to the cap {cap:g}")
+        elif model.probe is None and limit < cap and queue < 1:
+            # Latency does not fall with the limit, so by Little's law throughput grows with it for
+            # as long as the engine runs every request sent, which each scrape shows: grow as slow
+            # start does, by m a tick, without a latency step, until it queues some.
             wanted = max(limit + 1, min(cap, math.floor(limit * self.params.max_increase)))
             d = decide(obs, wanted, "sla_infeasible", f"below the cap {cap:g}")
         else:
@@ -188,8 +194,10 @@ class GoodputLimit:
             return decide(obs, limit, "at_ceiling", f"P90 {r:.2f}x target at the ceiling {obs.ceiling}")
         cap = model.saturation(obs, r)
         if limit < cap:
-            grow = min(self.params.max_increase, 1.0 / r if r > 0 else math.inf)
-            wanted = max(limit + 1, min(cap, math.floor(limit * grow)))
+            # At most m per turnover the evidence took, as slow start doubles once per round trip.
+            turnovers = max(1.0, obs.since_change / self.tau) if self.tau > 0 else 1.0
+            bound = limit * self.params.max_increase**turnovers
+            wanted = max(limit + 1, math.floor(min(cap, bound, model.aim(limit, r))))
             return decide(obs, wanted, "headroom", f"P90 {r:.2f}x target, below the cap {cap:g}")
         return self._probe(obs, epoch, epoch.goodput, r)
 

@@ -82,6 +82,33 @@ class Model:
     lowest: dict[Signal, float] = field(default_factory=dict)
     """The lowest P90 per signal seen since the run of cuts began."""
     floor: Floor | None = None
+    last: tuple[int, float] | None = None
+    """The limit before the one in force and the P90/target it was left at: a second point of the
+    latency line (`aim`)."""
+
+    def aim(self, limit: int, r: float) -> float:
+        """The limit where the P90 meets its target, on the line through the last limit's P90 and
+        this one's (the secant), or through the origin where they do not rise with the limit.
+
+        A request adds a fixed cost to the engine's step, so latency is affine in the limit,
+        W = a + b L: a the latency of one request alone, b what each more adds. Past the knee a is
+        0 (the engine's throughput X is flat, W = L / X: Little's law), and the line through the
+        origin, L / r, is that case; below it a > 0, and a line through the origin would take
+        steps far too short (latency hardly grows with L) and cuts too short. Two points both over
+        the target extrapolate a cut from two noisy readings of nearly the same latency: there the
+        line through the origin, which cuts least, stands."""
+        proportional = limit / r if r > 0 else math.inf
+        if self.last is None or self.last[0] == limit:
+            return proportional
+        before, was = self.last
+        slope = (r - was) / (limit - before)
+        if slope <= 0 or min(r, was) > 1.0:
+            return proportional
+        return limit + (1.0 - r) / slope
+
+    def moved(self, limit: int, r: float) -> None:
+        """The limit leaves `limit`, where the P90/target was `r`."""
+        self.last = (limit, r)
 
     def saturation(self, obs: Observation, r: float) -> float:
         """The limit free growth may reach at `obs.now`, where the P90/target is `r` (infinite

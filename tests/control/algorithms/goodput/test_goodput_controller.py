@@ -18,7 +18,8 @@ def obs_with(limit: int, ttft: list[float], tpot: list[float], **kw: object) -> 
     p90 = {s: v[int(0.9 * (len(v) - 1))] for s, v in values.items()}
     kw.setdefault("p50", {"e2e": 2.0})
     kw.setdefault("counts", {"e2e": 10, "ttft": len(ttft), "tpot": len(tpot)})
-    return make_obs(limit=limit, p90=p90, values=values, interval=1.0, since_change=10.0, **kw)
+    kw.setdefault("since_change", 10.0)
+    return make_obs(limit=limit, p90=p90, values=values, interval=1.0, **kw)
 
 
 def test_it_is_registered_with_its_parameters_checked() -> None:
@@ -39,9 +40,23 @@ def test_a_clear_miss_cuts_at_most_by_beta_and_at_least_by_one() -> None:
     assert 20 < near.limit < 40
 
 
-def test_a_clear_meet_grows_by_at_most_the_slow_start_factor() -> None:
-    d = GoodputLimit(SLA_).update(obs_with(10, [0.01] * 40, [0.001] * 40))
-    assert 10 < d.limit <= 20 and d.reason == "headroom"
+def test_a_clear_meet_grows_by_at_most_the_slow_start_factor_a_turnover() -> None:
+    # A turnover is the median e2e, 2 s here: the evidence of one grows the limit at most 2x, of
+    # three (6 s) at most 8x.
+    one = GoodputLimit(SLA_).update(obs_with(10, [0.01] * 40, [0.001] * 40, since_change=2.0))
+    assert 10 < one.limit <= 20 and one.reason == "headroom"
+    three = GoodputLimit(SLA_).update(obs_with(10, [0.01] * 40, [0.001] * 40, since_change=6.0))
+    assert 20 < three.limit <= 80
+
+
+def test_a_raise_aims_where_the_line_through_two_limits_meets_the_target() -> None:
+    # TPOT 0.03 s at 10 and 0.035 s at 20: the line W = 0.025 + 0.0005 L meets 0.05 s at 50, far
+    # past 20 / (0.035 / 0.05) = 28, where a line through the origin would aim.
+    algo = GoodputLimit(SLA_)
+    first = algo.update(obs_with(10, [0.01] * 40, [0.03] * 40, since_change=2.0))
+    assert first.limit == 16  # one point: the line through the origin, 10 / 0.6
+    second = algo.update(obs_with(20, [0.01] * 40, [0.035] * 40, since_change=20.0))
+    assert 45 <= second.limit <= 50
 
 
 def test_between_the_two_tests_the_limit_holds() -> None:
