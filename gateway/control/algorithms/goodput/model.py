@@ -96,7 +96,8 @@ class Model:
         origin, L / r, is that case; below it a > 0, and a line through the origin would take
         steps far too short (latency hardly grows with L) and cuts too short. Two points both over
         the target extrapolate a cut from two noisy readings of nearly the same latency: there the
-        line through the origin, which cuts least, stands."""
+        line through the origin stands; and a cut goes at least as far as it, because the line
+        through a limit read before the engine slowed would cut too little."""
         proportional = limit / r if r > 0 else math.inf
         if self.last is None or self.last[0] == limit:
             return proportional
@@ -104,7 +105,8 @@ class Model:
         slope = (r - was) / (limit - before)
         if slope <= 0 or min(r, was) > 1.0:
             return proportional
-        return limit + (1.0 - r) / slope
+        secant = limit + (1.0 - r) / slope
+        return secant if r <= 1.0 else min(secant, proportional)
 
     def moved(self, limit: int, r: float) -> None:
         """The limit leaves `limit`, where the P90/target was `r`."""
