@@ -132,8 +132,15 @@ class GoodputLimit:
         if self._last_move is Direction.DOWN and not settled:
             return decide(obs, limit, "insufficient_samples", f"{text}; the last cut takes a turnover")
         anchor, values = model.anchor, obs.values.get(signal, [])
-        if anchor is None or anchor[1] != signal or ev.lower(anchor[2], values, self.params.alpha):
+        halved = anchor is not None and limit <= anchor[0] / 2
+        if (
+            anchor is None
+            or anchor[1] != signal
+            or (not halved and ev.lower(anchor[2], values, self.params.alpha))
+        ):
             # No run of cuts yet, or latency rose since it began: conditions changed, start anew.
+            # Once the cuts have halved the limit, a rise is only another answer that cutting
+            # does not lower the latency.
             model.anchor = (limit, signal, values)
         elif limit <= obs.floor and settled:
             # Over target at the lowest limit there is: no limit meets the SLA.
@@ -168,8 +175,6 @@ class GoodputLimit:
         cap = model.saturation(obs, 1.0)
         if limit != floor.limit and model.probe is None:
             d = decide(obs, floor.limit, "sla_infeasible", "back to the limit held")
-        elif model.probe is None and limit > cap:
-            d = decide(obs, max(obs.floor, math.floor(cap)), "sla_infeasible", f"back to the cap {cap:g}")
         elif model.probe is None and limit < cap and queue < 1:
             # Latency does not fall with the limit, so by Little's law throughput grows with it for
             # as long as the engine runs every request sent, which each scrape shows: grow as slow
