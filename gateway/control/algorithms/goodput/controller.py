@@ -70,11 +70,17 @@ class GoodputLimit:
         return clamp(self.params.initial, floor, ceiling)
 
     def update(self, obs: Observation) -> Decision:
-        self._turnover(obs)
         epoch = self._epoch_of(obs)
+        self._turnover(obs, epoch)
         if not is_binding(obs):
-            return decide(obs, obs.limit, "not_binding", f"peak inflight {obs.peak_inflight} < {obs.limit}")
+            floor = None if self.model.floor is None else self.model.floor.p90
+            text = f"peak inflight {obs.peak_inflight} < {obs.limit}"
+            return decide(obs, obs.limit, "not_binding", text, floor)
         epoch.add(obs, epoch.start + self.params.settle * self.tau)
+        pace = epoch.pace(self.tau, self.params.alpha)
+        if pace != 1.0:
+            self.model.forget()
+        obs = ev.at_pace(obs, pace)
         decision = self._decide(obs, epoch)
         if decision.limit != obs.limit:
             self._last_move = decision.direction
@@ -83,12 +89,15 @@ class GoodputLimit:
                 self.model.moved(obs.limit, r)
         return decision
 
-    def _turnover(self, obs: Observation) -> None:
-        """tau: the median e2e of the epoch when it has one, else the last known, at least a tick."""
+    def _turnover(self, obs: Observation, epoch: Epoch) -> None:
+        """tau: the median e2e of the epoch when it has one, else the last known; at least what
+        Little's law gives from the epoch's completions, L / lambda, which is known every tick
+        where the median waits for requests to finish (when the engine slows, none do); at least
+        a tick."""
         median = obs.p50.get("e2e")
         if median is not None and obs.counts.get("e2e", 0) > 0:
             self.tau = median
-        self.tau = max(self.tau, obs.interval)
+        self.tau = max(self.tau, epoch.turnover(obs), obs.interval)
 
     def _epoch_of(self, obs: Observation) -> Epoch:
         epoch = self._epoch
@@ -107,10 +116,11 @@ class GoodputLimit:
             return self._on_floor(obs, epoch, floor, r)
         self.model.floor = None
         if missed:
-            target = self.sla.targets()[missed[0]]
-            return self._over(obs, missed[0], counts[missed[0]], max(r, ev.missed_by(obs, missed[0], target)))
-        if met:
+            return self._over(obs, missed[0], counts[missed[0]], r)
+        if met or obs.since_change >= self.tau:
+            # No miss shown for a turnover: the run of cuts, if any, reached the target.
             self.model.end_cuts()
+        if met:
             return self._under(obs, epoch, r)
         text = ", ".join(f"{s} {c.k} of {c.n} over" for s, c in counts.items()) or "no values"
         return decide(obs, obs.limit, "steady", f"{text}: neither test decides at {alpha:g}")
@@ -121,7 +131,7 @@ class GoodputLimit:
     # -- over target: cut --------------------------------------------------------------------
 
     def _over(self, obs: Observation, signal: Signal, count: ev.Count, r: float) -> Decision:
-        model, limit = self.model, obs.limit
+        model, limit, target = self.model, obs.limit, self.sla.targets()[signal]
         model.seen(obs.p90)
         text = f"{count.k} of {count.n} over target (P90 {r:.2f}x)"
         if model.probe is not None:
@@ -145,11 +155,19 @@ class GoodputLimit:
         elif limit <= obs.floor and settled:
             # Over target at the lowest limit there is: no limit meets the SLA.
             return self._infeasible(obs, anchor[0], count, signal)
-        elif limit <= anchor[0] / 2 and not ev.lower(values, anchor[2], self.params.alpha):
+        elif halved and not ev.lower(values, anchor[2], self.params.alpha):
             # Past half, cut on only where the cuts are shown to lower the latency.
             if settled and ev.no_lower(values, anchor[2], self.params.alpha):
                 return self._infeasible(obs, anchor[0], count, signal)
             return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
+        elif (
+            halved
+            and settled
+            and len(values) >= len(anchor[2])
+            and ev.reach(anchor[0], anchor[2], limit, values, target) < max(1, obs.floor)
+        ):
+            # They lower it, but along a line that meets the target at no limit there is.
+            return self._infeasible(obs, anchor[0], count, signal)
         model.fail(limit, r, self._until(obs))
         wanted = max(limit * self.params.max_decrease, model.aim(limit, r))
         return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: to {wanted:.0f}")

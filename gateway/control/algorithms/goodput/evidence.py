@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from gateway.control.algorithms.base import binomial_tail
@@ -56,16 +56,6 @@ def counts(obs: Observation, sla: SLA) -> dict[Signal, Count]:
     return out
 
 
-def missed_by(obs: Observation, signal: Signal, target: float) -> float:
-    """How far the requests that missed `target` missed it: the median of their values over the
-    target (the P90/target where there are no values). Under a change of the engine the misses are
-    the requests that met the new conditions, where an epoch's P90 still mixes in the old."""
-    over_values = [v for v in obs.values.get(signal, []) if v > target]
-    if not over_values:
-        return obs.p90.get(signal, target) / target
-    return over_values[len(over_values) // 2] / target
-
-
 def over(c: Count, alpha: float) -> bool:
     """The values show, at `alpha`, that more than a tenth miss: the P90 is over target.
 
@@ -102,6 +92,21 @@ def no_lower(low: list[float], high: list[float], alpha: float) -> bool:
     return len(low) >= len(high) and not lower(low, high, alpha)
 
 
+def reach(high: int, at_high: list[float], low: int, at_low: list[float], target: float) -> float:
+    """The limit where the line through the P90s of `at_high` (read at limit `high`) and `at_low`
+    (at `low`) meets `target`: latency is affine in the limit (gc.model), and where its part that
+    no limit removes is over the target, no limit meets it (infinite where the line does not fall)."""
+    p_high, p_low = _p90(at_high), _p90(at_low)
+    if p_high is None or p_low is None or p_high <= p_low or high == low:
+        return math.inf
+    slope = (p_high - p_low) / (high - low)
+    return low - (p_low - target) / slope
+
+
+def _p90(values: list[float]) -> float | None:
+    return sorted(values)[math.ceil(0.9 * len(values)) - 1] if values else None
+
+
 class RateMeter:
     """Output tokens/s of the limit in force, counted from `settle` after it took effect."""
 
@@ -117,9 +122,22 @@ class RateMeter:
         self.seconds += seconds
         self._rates.append(tokens / seconds)
 
+    @classmethod
+    def of(cls, rates: list[float]) -> RateMeter:
+        """A meter of ticks of one second each at `rates`."""
+        meter = cls()
+        for rate in rates:
+            meter.add(rate, 1.0)
+        return meter
+
     @property
     def ticks(self) -> int:
         return len(self._rates)
+
+    @property
+    def rates(self) -> list[float]:
+        """The per-tick rates, oldest first."""
+        return list(self._rates)
 
     @property
     def rate(self) -> float:
@@ -134,6 +152,33 @@ class RateMeter:
         mean = sum(self._rates) / m
         var = sum((r - mean) ** 2 for r in self._rates) / (m - 1)
         return math.sqrt(var / m)
+
+
+def drift(meter: RateMeter, recent: int, alpha: float) -> float:
+    """How much faster the engine ran the same limit before its last `recent` ticks than in them
+    (the rate before over the rate since), where the difference is beyond both rates' noise at
+    `alpha`, either way; else 1."""
+    rates = meter.rates
+    if recent < 2 or len(rates) - recent < 2:
+        return 1.0
+    before, since = RateMeter.of(rates[:-recent]), RateMeter.of(rates[-recent:])
+    if since.rate <= 0 or not (gained(since, before, alpha) or gained(before, since, alpha)):
+        return 1.0
+    return before.rate / since.rate
+
+
+def at_pace(obs: Observation, scale: float) -> Observation:
+    """`obs` with every latency multiplied by `scale`: by Little's law at a held limit, W = L / X,
+    latency moves inversely with the engine's rate, and values read before it changed are of the
+    old engine (an epoch's values span many turnovers while the limit holds)."""
+    if scale == 1.0:
+        return obs
+    return replace(
+        obs,
+        p90={s: v * scale for s, v in obs.p90.items()},
+        p50={s: v * scale for s, v in obs.p50.items()},
+        values={s: [v * scale for v in vs] for s, vs in obs.values.items()},
+    )
 
 
 def gained(high: RateMeter, low: RateMeter, alpha: float) -> bool:

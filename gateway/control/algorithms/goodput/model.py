@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gateway.control.algorithms.goodput.evidence import RateMeter, engine_queue, outside
+from gateway.control.algorithms.goodput.evidence import RateMeter, drift, engine_queue, outside
 from gateway.types import Observation, Signal
 
 
@@ -33,12 +33,17 @@ class Epoch:
         self.goodput = RateMeter()
         self._queue = 0.0
         self._ticks = 0
+        self.interval = 1.0
+        """Seconds per tick."""
+        self._finished = 0
+        self._seconds = 0.0
 
     def add(self, obs: Observation, settle_at: float) -> None:
         """Count this tick's queue, and its tokens once the limit has settled: all of them, and
         those of requests that met every target (the share of the tokens answered that met)."""
         self._queue += engine_queue(obs)
         self._ticks += 1
+        self.interval = max(obs.interval, 1e-3)
         if obs.now - obs.interval >= settle_at:
             met = 1.0 - obs.missed_tokens / obs.answered_tokens if obs.answered_tokens > 0 else 1.0
             self.rate.add(obs.delivered_tokens, obs.interval)
@@ -48,6 +53,20 @@ class Epoch:
     def queue(self) -> float:
         """The mean number of the gateway's requests waiting in the engine's queue."""
         return self._queue / self._ticks if self._ticks else 0.0
+
+    def turnover(self, obs: Observation) -> float:
+        """Little's law, W = L / lambda, over the epoch so far with `obs` counted, lambda the
+        requests that finished per second (also those sent before it). Requests finish in bursts,
+        so lambda is read only over a whole turnover: while fewer than L have finished, W is at
+        least the epoch's length."""
+        self._finished += obs.finished
+        self._seconds += obs.interval
+        return obs.limit * self._seconds / max(self._finished, obs.limit, 1)
+
+    def pace(self, tau: float, alpha: float) -> float:
+        """The factor the latencies read at this limit are off by now: the rate of the settled
+        ticks before the last turnover over the rate in it, where it changed beyond the noise."""
+        return drift(self.rate, max(2, math.ceil(tau / self.interval)), alpha)
 
     def measured(self, tau: float) -> bool:
         """The rate stands on at least one turnover and two ticks."""
@@ -107,6 +126,11 @@ class Model:
             return proportional
         secant = limit + (1.0 - r) / slope
         return secant if r <= 1.0 else min(secant, proportional)
+
+    def forget(self) -> None:
+        """The engine's rate at a held limit changed: the latency line is of another engine. (A
+        failure is forgotten by `failed` once the latency, read at the new pace, says so.)"""
+        self.last = None
 
     def moved(self, limit: int, r: float) -> None:
         """The limit leaves `limit`, where the P90/target was `r`."""
