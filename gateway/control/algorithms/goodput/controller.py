@@ -217,10 +217,14 @@ class GoodputLimit:
             return decide(obs, limit, "at_ceiling", f"P90 {r:.2f}x target at the ceiling {obs.ceiling}")
         cap = model.saturation(obs, r)
         if limit < cap:
-            # At most m per turnover the evidence took, as slow start doubles once per round trip.
-            turnovers = max(1.0, obs.since_change / self.tau) if self.tau > 0 else 1.0
-            bound = limit * self.params.max_increase**turnovers
-            wanted = max(limit + 1, math.floor(min(cap, bound, model.aim(limit, r))))
+            # L / r is safe, latency growing at most in proportion to the limit: up to m-fold a
+            # raise (slow start). Past it the line is an extrapolation, trusted m-fold per
+            # turnover the evidence took, as slow start doubles once per round trip.
+            m = self.params.max_increase
+            turnovers = obs.since_change / self.tau if self.tau > 0 else 1.0
+            trusted = min(model.aim(limit, r), limit * m**turnovers)
+            safe = min(limit / r if r > 0 else math.inf, limit * m)
+            wanted = max(limit + 1, math.floor(min(cap, max(safe, trusted))))
             return decide(obs, wanted, "headroom", f"P90 {r:.2f}x target, below the cap {cap:g}")
         return self._probe(obs, epoch, epoch.goodput, r)
 
