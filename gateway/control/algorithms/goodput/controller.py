@@ -1,40 +1,48 @@
 """The `goodput` controller: the most output tokens/s whose requests meet the SLA, from a small
-model of the engine and two symmetric tests (docs/controller.md has the math on one page).
+model of the engine and two symmetric tests (docs/controller-goodput.md has the math on one page).
 
-Every tick, with tau the measured median end-to-end latency (one turnover), k of n the epoch's
-values over their target per signal, r the worst P90/target, C the saturation cap (gc.model):
+Every tick, with tau one turnover (the median e2e, at least Little's L / lambda), the epoch's
+values first scaled to the engine's current pace (gc.model `Epoch.pace`), k of n of them over
+their target per signal, r the worst P90/target, C the saturation cap, A where the latency line
+through the last two limits meets the target (gc.model `Model.aim`):
 
     the limit held nothing back                      hold                       not_binding
     (every move is clamped to [floor, ceiling]; at the ceiling a raise is an `at_ceiling` hold)
-    a floor is held (gc.model): L < C, a turnover on L <- min(C, m L), else a probe as past the
-                                                     cap, on throughput         sla_infeasible
+    a floor is held: L < C and the engine queued none of ours, L <- min(C, m L); else a probe as
+                                                     past the cap, on throughput sla_infeasible
     some signal misses more than 1/10 at alpha:
         a probe is pending                           L <- its base              p90_over_target
         the last cut is under a turnover old         hold                       insufficient_samples
-        L <= half the limit the cuts began at, and its values not lower at alpha (Mann-Whitney):
-        on as many values, after a turnover          L <- that limit, held      sla_infeasible
-                                   on fewer          hold                       insufficient_samples
+        L <= half the limit B the cuts began at:
+            its values not lower at alpha (Mann-Whitney), on as many values, a turnover on, or
+            lower along a line that meets the target below the floor limit
+                                                     L <- B, held               sla_infeasible
+            not lower, on fewer values               hold                       insufficient_samples
         L at the floor limit, a turnover measured    as above                   sla_infeasible
-        otherwise                                    L <- L max(beta, 1/r')     p90_over_target
-    (r': the larger of r and the median of the misses over their target; a run of cuts begins
-    anew where the values rose since it began, the same test the other way)
+        otherwise                                    L <- max(beta L, min(A, L / r))
+                                                                                p90_over_target
+    (a run of cuts begins anew where the values rose since it began, the same test the other
+    way, until it has halved the limit; it ends after a turnover with no miss shown)
     every signal misses less than 1/10 at alpha:
         a probe pending, measured: a gain beyond its noise keeps it, else L <- its base, C <- L
                                                                                 probe / no_gain
         the engine queued Q >= 1 of ours             C <- min(C, L - Q)
-        L < C                                        L <- min(C, L min(m, 1/r)) headroom
+        L < C                                        L <- min(C, max(min(L / r, m L),
+                                                       min(A, L m^(age / tau))))  headroom
         L >= C, L's rate measured                    L <- L (1 + s), a probe    probe
     otherwise                                        hold                       steady
 
 Why: P90 <= T is P(miss) <= 1/10, so the direction is a binomial test on the share of misses,
-the same alpha both ways (gc.evidence). Past the knee the engine's throughput X is flat, so by
-Little's law latency W = L / X grows in proportion to L, and L / r is where the P90 meets the
-target: the step of both a cut (bounded by beta, multiplicative decrease) and a raise (bounded by
-m, slow start). Past the saturation cap a raise adds only queue unless it shows a gain beyond its
-noise, as BBR keeps a bandwidth probe only on a measured rise. Where halving the limit does not
-lower latency, latency is not the limit's: cutting on would only starve the engine.
+the same alpha both ways (gc.evidence). Latency is affine in the limit, W = a + b L (gc.model):
+past the knee a = 0 and W = L / X (Little's law), so latency grows at most in proportion to L
+and L / r is safe for a raise, at most m-fold as slow start; the line through two limits
+finds the target where a > 0, an extrapolation trusted m-fold per turnover of evidence; a cut
+goes at least to L / r and at most to beta L (multiplicative decrease). Past the saturation cap a
+raise adds only queue unless it shows a gain beyond its noise, as BBR keeps a bandwidth probe
+only on a measured rise. Where halving the limit does not lower latency enough to meet the
+target, latency is not the limit's: cutting on would only starve the engine.
 Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681); BBR (Cardwell et
-al., 2016); vLLM's num_requests_waiting.
+al., 2016); the secant method; the Mann-Whitney U test; vLLM's num_requests_waiting.
 """
 
 from __future__ import annotations

@@ -3,7 +3,11 @@ saturation cap, the limit a probe started from, and a latency floor.
 
 - `Epoch`: the current limit's evidence. Its rate counts from `settle` turnovers after the change
   (Little's law: the requests admitted before it are gone after about one end-to-end latency), and
-  it keeps the mean of the engine's queue of the gateway's own requests.
+  it keeps the mean of the engine's queue of the gateway's own requests. While the limit holds,
+  its rate also tells the engine's pace: by Little's law at a held limit latency moves inversely
+  with it, so a change beyond the noise rescales the epoch's older values (`pace`).
+- The latency line: W = a + b L through the last two limits' P90s (`aim`), where they meet the
+  target; through the origin (Little's law past the knee) with one.
 - The saturation cap: past it a raise adds only queue, so a raise there must prove a gain. It is
   the least of what the engine ran when it queued the gateway's requests (vLLM's
   num_requests_waiting > 0 means the limit is past the batch it runs), the requests the KV cache

@@ -22,7 +22,8 @@ class GoodputParams:
     max_decrease: float = param(0.5, 0.0, 0.9, low_open=True)
     """beta: one cut keeps at least this fraction of the limit (multiplicative decrease, as TCP)."""
     max_increase: float = param(2.0, 1.0, low_open=True)
-    """One raise below saturation multiplies the limit by at most this (slow start, as TCP)."""
+    """m: a raise below saturation to L / r multiplies the limit by at most this (slow start, as
+    TCP), and the latency line's extrapolation past L / r by at most this per turnover."""
     probe_step: float = param(0.25, 0.0, 1.0, low_open=True)
     """A raise past saturation, judged on its gain, adds this fraction of the limit."""
     settle: float = param(1.0, 0.0)
