@@ -69,6 +69,8 @@ class GoodputLimit:
         self.tau = 0.0
         self._epoch: Epoch | None = None
         self._last_move = Direction.HOLD
+        self._measured: set[Signal] = set()
+        """The SLA signals the traffic has measured so far."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, object], sla: SLA) -> GoodputLimit:
@@ -118,7 +120,10 @@ class GoodputLimit:
         _, r = worst_ratio(obs, self.sla)
         alpha = self.params.alpha
         missed = [s for s, c in counts.items() if ev.over(c, alpha)]
-        met = bool(counts) and all(ev.under(c, alpha) for c in counts.values())
+        # Every signal the traffic measures must be shown under: one not yet read this epoch
+        # (TPOT after a cut, before the new limit's streams have paced) is not.
+        self._measured |= counts.keys()
+        met = bool(counts) and all(s in counts and ev.under(counts[s], alpha) for s in self._measured)
         floor = self.model.floor
         if floor is not None and not met:
             return self._on_floor(obs, epoch, floor, r)
