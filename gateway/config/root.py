@@ -26,7 +26,13 @@ from gateway.config.fairness import FairnessConfig, parse_fairness
 from gateway.config.listen import LISTEN_KEYS, AdminConfig, ListenLimits, parse_admin, parse_listen_limits
 from gateway.config.reader import MAX_SECONDS, ConfigReader, default
 from gateway.config.routing import RoutingConfig, parse_routing
-from gateway.config.sla import DEFAULT_QUEUE_SHARE, engine_sla, parse_queue_share, parse_sla_models
+from gateway.config.sla import (
+    DEFAULT_QUEUE_SHARE,
+    engine_sla,
+    merged,
+    parse_queue_share,
+    parse_sla_models,
+)
 from gateway.config.state import StateConfig, parse_state
 from gateway.config.tenants import TenantConfig, parse_tenants
 from gateway.config.upstream import (
@@ -74,6 +80,12 @@ class GatewayConfig:
     batch: BatchConfig = field(default_factory=BatchConfig)
     fairness: FairnessConfig = field(default_factory=FairnessConfig)
     usage: UsageConfig = field(default_factory=UsageConfig)
+    tenant_slas: Mapping[str, SLA] = field(init=False, repr=False, compare=False)
+    """Tenants with targets of their own (their `sla`), by name: read from `tenants`."""
+
+    def __post_init__(self) -> None:
+        slas = {t.name: t.sla for t in self.tenants if t.sla is not None}
+        object.__setattr__(self, "tenant_slas", slas)
 
     def exposes_backend(self) -> bool:
         """`x-gateway-backend` on answers: as `headers.expose_backend` says, else while no tenants
@@ -81,14 +93,19 @@ class GatewayConfig:
         expose = self.headers.expose_backend
         return not self.tenants if expose is None else expose
 
-    def sla_for(self, model: str) -> SLA:
-        """The client-side SLA of `model`: its own (`sla.models`), else the default."""
-        return self.sla_models.get(model, self.sla)
+    def sla_for(self, model: str | None, tenant: str | None = None) -> SLA:
+        """The client-side SLA of a request of `tenant` for `model`: the model's own targets
+        (`sla.models`, else the default; the default's for None), each replaced by the one the
+        tenant names in its `sla` (gateway.config.sla.merged). The one place targets are chosen."""
+        base = self.sla if model is None else self.sla_models.get(model, self.sla)
+        return base if tenant is None else merged(base, self.tenant_slas.get(tenant))
 
     def engine_sla(self, models: Iterable[str]) -> SLA:
-        """The targets a backend serving `models` is controlled to: the strictest of their SLAs with
-        the queue's share taken out (gateway.config.sla); the default's when no model is known."""
-        slas = [self.sla_for(m) for m in models] or [self.sla]
+        """The targets a backend serving `models` is controlled to: the strictest SLA of the traffic
+        it may serve (each model's, and each tenant's merged over it) with the queue's share taken
+        out (gateway.config.sla); the default's when no model is known."""
+        served: list[str | None] = [*models] or [None]
+        slas = [self.sla_for(m, t) for m in served for t in (None, *self.tenant_slas)]
         return engine_sla(slas, self.queue_share)
 
 

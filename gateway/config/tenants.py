@@ -1,8 +1,10 @@
 """The `tenants` section: who a client is (by API key), its weight and priorities in the queue, and
 its quotas (tokens and requests per minute, requests at once; absent means unlimited).
 
-An API key names one tenant only, since admission looks the tenant up by the key. Keys may come from
-the environment (`api_keys_env`) so that no secret needs to live in the file.
+A tenant's `sla` names client-side targets of its own: each replaces that target of the model its
+request is for, the others stay the model's (gateway.config.sla). An API key names one tenant only,
+since admission looks the tenant up by the key. Keys may come from the environment (`api_keys_env`)
+so that no secret needs to live in the file.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.config.reader import ConfigReader, default
+from gateway.config.sla import parse_targets
+from gateway.types import SLA
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 
@@ -31,6 +35,8 @@ class TenantConfig:
     requests_per_minute: int | None = None
     max_concurrent: int | None = None
     """Requests of this tenant under way at once (waiting in the queue or answering)."""
+    sla: SLA | None = None
+    """Targets of its own, each replacing the model's for its requests (None: the model's SLA)."""
 
     @property
     def has_quota(self) -> bool:
@@ -44,7 +50,10 @@ class TenantConfig:
 
 
 _QUOTAS = ("tokens_per_minute", "requests_per_minute", "max_concurrent")
-_KEYS = {"name", "api_keys", "api_keys_env", "weight", "priority", "max_priority", "queue_timeout", *_QUOTAS}
+_KEYS = {
+    *("name", "api_keys", "api_keys_env", "weight", "priority", "max_priority", "queue_timeout", "sla"),
+    *_QUOTAS,
+}
 MAX_QUOTA = 10**12
 
 
@@ -90,6 +99,7 @@ def _parse_tenant(r: ConfigReader, raw: Any, index: int) -> TenantConfig | None:
         priority=priority,
         max_priority=top,
         queue_timeout=r.optional_seconds(raw, "queue_timeout", path),
+        sla=None if raw.get("sla") is None else parse_targets(r, raw["sla"], f"{path}sla"),
         **{
             key: r.number(raw, key, 1, path, minimum=1, maximum=MAX_QUOTA, integer=True)
             for key in _QUOTAS
