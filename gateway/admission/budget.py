@@ -1,4 +1,5 @@
-"""How long an interactive request may wait in the queue and still meet its model's SLA.
+"""How long an interactive request may wait in the queue and still meet its SLA (its model's, with
+its tenant's own targets in place of the model's: gateway.config.sla).
 
 The SLA is the client's: its TTFT (and e2e) as the client sees it is the wait in the gateway's
 queue plus the engine's. For each such target T, with E the engine's expected value of that

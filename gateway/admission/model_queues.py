@@ -39,16 +39,18 @@ class ModelQueues:
                 tenant_weights=self._weights,
                 lookahead=self._config.routing.lookahead,
                 tenant_timeouts=self._timeouts,
-                budget=lambda: self.budget(model),
+                budget=lambda tenant: self.budget(model, tenant),
                 pricing=pricing_of(self._config),
             )
             self.by_model[model] = q
         return q
 
-    def budget(self, model: str) -> float | None:
-        """Seconds an interactive request for `model` arriving now may wait in the queue."""
+    def budget(self, model: str, tenant: str | None = None) -> float | None:
+        """Seconds an interactive request of `tenant` for `model` arriving now may wait in the queue:
+        from its merged SLA (`GatewayConfig.sla_for`), read from the config in force now."""
         config = self._config
-        return wait_budget(config.sla_for(model), self.pool.engine_p50(model), config.queue_share)
+        sla = config.sla_for(model, tenant)
+        return wait_budget(sla, self.pool.engine_p50(model), config.queue_share)
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """A reloaded config: new bounds and weights for every queue, then a look at each.

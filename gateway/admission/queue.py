@@ -66,7 +66,7 @@ class AdmissionQueue(Generic[L]):
         min_backlog: float = 1.0,
         default_retry_after: float = 1.0,
         lookahead: int = 1,
-        budget: Callable[[], float | None] | None = None,
+        budget: Callable[[str | None], float | None] | None = None,
         pricing: Pricing | None = None,
     ):
         if max_depth < 0:

@@ -62,7 +62,7 @@ class Shedding(Generic[L]):
         timeout: float,
         default_retry_after: float,
         tenant_timeouts: Mapping[str, float] | None,
-        budget: Callable[[], float | None] | None = None,
+        budget: Callable[[str | None], float | None] | None = None,
     ) -> None:
         self.model = model
         self.max_depth = max_depth
@@ -77,7 +77,8 @@ class Shedding(Generic[L]):
         self._clock = clock
         self._advice = RetryAdvice(floor=default_retry_after)
         self._budget = budget
-        """Seconds an interactive request arriving now may wait (None: no target counts the wait)."""
+        """Seconds an interactive request of a tenant arriving now may wait (None: no target counts
+        the wait; the tenant None: one with no targets of its own)."""
 
     # -- arrivals ------------------------------------------------------------------------------
 
@@ -99,7 +100,7 @@ class Shedding(Generic[L]):
         cap = self.tenant_timeouts.get(ticket.tenant, self.timeout)
         asked = cap if ticket.timeout is None else min(ticket.timeout, cap)
         explicit = ticket.timeout is not None or ticket.tenant in self.tenant_timeouts
-        budget = self.budget()
+        budget = self.budget(ticket.tenant)
         if budget is None:
             return replace(ticket, patient=False, wait=asked)
         if explicit and asked > budget:
@@ -108,9 +109,10 @@ class Shedding(Generic[L]):
             return replace(ticket, patient=False, wait=asked)
         return replace(ticket, patient=False, wait=budget, budgeted=True)
 
-    def budget(self) -> float | None:
-        """Seconds an interactive request arriving now may wait (None: no target counts the wait)."""
-        return None if self._budget is None else self._budget()
+    def budget(self, tenant: str | None = None) -> float | None:
+        """Seconds an interactive request of `tenant` arriving now may wait (None: no target counts
+        the wait). Its tenant's targets may differ from the model's (gateway.config.sla)."""
+        return None if self._budget is None else self._budget(tenant)
 
     def check_arrival(self, ticket: Ticket, rank: int, limit: float, now: float) -> None:
         """Raise `Rejected` (429 `deadline`) when the request may not wait, or when, at a firm drain

@@ -1,15 +1,16 @@
 """The SLA as clients see it, per model: the share of requests that met it, and the client TTFT P90.
 
-Each interactive request that ends is judged once against its model's SLA, with the latencies its
-client saw: TTFT and e2e from its arrival (the wait in the gateway's queue included), TPOT as
-measured. `met` when every target it measured was met (a whole answer measures no TTFT, as
-`SLA.met_by` judges), `missed` when one was not or the answer failed, `refused` when the gateway
-answered it 429/503 itself. Patient requests and batch lines are not judged: they chose to wait.
-A client that went away before its answer is not judged either: it neither met nor missed.
+Each interactive request that ends is judged once against its SLA (its model's, with the targets
+its tenant names in their place: gateway.config.sla), with the latencies its client saw: TTFT and
+e2e from its arrival (the wait in the gateway's queue included), TPOT as measured. `met` when every
+target it measured was met (a whole answer measures no TTFT, as `SLA.met_by` judges), `missed` when
+one was not or the answer failed, `refused` when the gateway answered it 429/503 itself. Patient
+requests and batch lines are not judged: they chose to wait. A client that went away before its
+answer is not judged either: it neither met nor missed.
 
 `gateway_client_ttft_p90_seconds` is the nearest-rank P90 of the TTFTs of the requests served in
 the last `WINDOW_SECONDS` (at most `WINDOW_MAX` of them), read at scrape; `gateway_client_sla_target_seconds`
-is each model's targets, so a rule or a panel compares the two per model.
+is each model's own targets (not a tenant's), so a rule or a panel compares the two per model.
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ class ClientSLA(Collector):
         arrived: float,
         first_token_at: float | None,
         tpot: float | None,
+        model_sla: SLA | None = None,
     ) -> None:
-        """Count one interactive request that ended now (see the module doc)."""
+        """Count one interactive request that ended now, judged against `sla` (its tenant's targets
+        merged over its model's); `model_sla` (default `sla`) is the model's, published."""
         now = self._clock()
-        self._targets[model] = sla
+        self._targets[model] = sla if model_sla is None else model_sla
         if refused:
             result = "refused"
         elif status != 200:

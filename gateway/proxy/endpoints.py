@@ -205,7 +205,8 @@ class OpenAIEndpoints:
             if not (out.ticket.background or outcome.patient or outcome.status == CLIENT_CLOSED):
                 self._telemetry.metrics.client_sla.judge(
                     out.model,
-                    self._config.sla_for(out.model),
+                    self._config.sla_for(out.model, out.ticket.tenant),
+                    model_sla=self._config.sla_for(out.model),
                     status=outcome.status,
                     refused=not outcome.exchanged and outcome.status in (429, 503),
                     arrived=out.arrived,

@@ -6,7 +6,8 @@ in between), so no request ever sees half of it:
 - Backends are matched by name and URL. One that stays keeps its limiter, so the limit it learned,
   its latency window and its KV estimates survive; its bounds (`min_concurrency`,
   `max_concurrency`, the limit clamped into them), key and pinned models are updated. Its
-  algorithm is rebuilt only if `controller` or `sla` changed, starting from the learned limit.
+  algorithm is rebuilt only if `controller`, `sla` or a tenant's `sla` changed, starting from the
+  learned limit.
 - A new backend enters the pool out of rotation and joins when its first health check passes.
 - A removed backend leaves the pool at once: nothing new is sent to it, requests running there
   finish (each holds its backend), its checks stop, its gauges go (they are read from the pool).
@@ -135,7 +136,15 @@ def _apply_backends(gw: Gateway, old: GatewayConfig, new: GatewayConfig) -> list
         old.sla,
         old.sla_models,
         old.queue_share,
-    ) != (new.controller.algorithm, new.controller.params, new.sla, new.sla_models, new.queue_share)
+        old.tenant_slas,
+    ) != (
+        new.controller.algorithm,
+        new.controller.params,
+        new.sla,
+        new.sla_models,
+        new.queue_share,
+        new.tenant_slas,
+    )
     current = {(b.name, b.url): b for b in gw.pool.backends}
     backends: list[Backend] = []
     for bc in new.backends:

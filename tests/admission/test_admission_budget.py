@@ -1,6 +1,7 @@
 """The client-side TTFT budget in the admission queue: an interactive request waits only what its
-model's target leaves after the engine, is refused at once when its turn cannot come in time, is
-refused (never dispatched) when its budget runs out, and a patient request waits behind it."""
+target (its model's, or its tenant's own) leaves after the engine, is refused at once when its turn
+cannot come in time, is refused (never dispatched) when its budget runs out, and a patient request
+waits behind it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def make(
     capacity: int = 0, *, budget: float | None = 0.5, **kw: Any
 ) -> tuple[AdmissionQueue[FakeLease], FakePool, FakeClock]:
     kw.setdefault("min_backlog", 0.05)
-    return make_queue(capacity, budget=lambda: budget, **kw)
+    return make_queue(capacity, budget=lambda tenant: budget, **kw)
 
 
 def test_the_budget_is_what_the_engine_leaves_of_the_target_and_at_least_the_queues_share() -> None:
@@ -125,3 +126,13 @@ async def test_a_tenants_queue_timeout_longer_than_the_budget_makes_it_patient()
     q, _, _ = make(budget=0.5, tenant_timeouts={"batchy": 120.0})
     assert q.classify(Ticket("batchy")).patient is True
     assert q.classify(Ticket("other")).patient is False
+
+
+async def test_each_request_waits_the_budget_of_its_own_tenant() -> None:
+    budgets = {"premium": 0.2, None: 1.5}
+    q, _, clock = make_queue(0, budget=lambda tenant: budgets.get(tenant, budgets[None]), min_backlog=0.05)
+    premium = q.classify(Ticket("premium", arrived=clock()))
+    standard = q.classify(Ticket("standard", arrived=clock()))
+    assert (premium.wait, premium.budgeted) == (0.2, True)
+    assert (standard.wait, standard.budgeted) == (1.5, True)
+    assert q.state()["wait_budget"] == 1.5  # the model's own, a tenant's without targets of its own
