@@ -2,22 +2,24 @@
 its tenant's own targets in place of the model's: gateway.config.sla).
 
 The SLA is the client's: its TTFT (and e2e) as the client sees it is the wait in the gateway's
-queue plus the engine's. For each such target T, with E the engine's expected value of that
-signal (its measured median, the worst over the backends that may serve the request) and q the
-queue's share of the budget (`sla.queue_share`), the queue may hold the request for
+queue plus the engine's. For each such target T, with E the engine's P90 of that signal (the
+worst over the backends that may serve the request) and q the queue's share of the budget
+(`sla.queue_share`), the queue may hold the request for
 
     budget = T - min(E, (1 - q) T) = max(q T, T - E)
 
-and the least over its targets. The expectation, not the P90: a request is refused once it would
-meet its target only as often as not, not already once it would meet it only nine times in ten,
-which refuses work that would have been served in time. The controller holds the engine's
-P90 at (1 - q) T (gateway.config.sla), so the queue gets at least q T and whatever the engine
-leaves beyond; an engine over its share does not
-take the queue's: its limit is the controller's to bring down, and refusing every request that
-must wait would only starve the engine. An admitted request whose predicted wait exceeds its budget
-is refused at once, and one still waiting when its budget runs out is refused then: dispatched,
-its first token would come after the target, taking a slot a request that can still meet the SLA
-could have had (gateway.admission.shedding).
+and the least over its targets. The P90, the SLA's own quantile: a request admitted is one that,
+waiting its whole budget, still meets its target nine times in ten. Under overload the queue stays
+at its bound and every request served waits about its budget, so the share of them that meets the
+target is the engine's chance of adding at most T - budget: at the median, half the engine's work
+would go to answers that miss (on the real CPU engine at 1.5x its capacity the served TTFT P90
+read 1.13x the target). The controller holds the engine's P90 at (1 - q) T (gateway.config.sla),
+so the queue gets at least q T and whatever the engine leaves beyond; an engine over its share
+does not take the queue's: its limit is the controller's to bring down, and refusing every request
+that must wait would only starve the engine. An admitted request whose predicted wait exceeds its
+budget is refused at once, and one still waiting when its budget runs out is refused then:
+dispatched, its first token would come after the target, taking a slot a request that can still
+meet the SLA could have had (gateway.admission.shedding).
 
 Requests that would rather wait say so (`x-queue-timeout`, or their tenant's `queue_timeout`,
 longer than the budget): they are patient, wait up to what they asked, and rank below every

@@ -50,7 +50,7 @@ class ModelQueues:
         from its merged SLA (`GatewayConfig.sla_for`), read from the config in force now."""
         config = self._config
         sla = config.sla_for(model, tenant)
-        return wait_budget(sla, self.pool.engine_p50(model), config.queue_share)
+        return wait_budget(sla, self.pool.engine_p90(model), config.queue_share)
 
     def reconfigure(self, config: GatewayConfig) -> None:
         """A reloaded config: new bounds and weights for every queue, then a look at each.

@@ -110,9 +110,9 @@ class Limiter:
         self._limit = clamp(algorithm.initial_limit(floor, max_limit), floor, max_limit)
         self._inflight = InFlight(self._limit, self)
         self._last_decision: Decision | None = None
-        self.engine_p50: dict[Signal, float] = {}
-        """The newest median of each signal the algorithm was shown (engine-side, from dispatch):
-        what admission expects the engine to add to a request's wait (gateway.admission.budget)."""
+        self.engine_p90: dict[Signal, float] = {}
+        """The newest P90 of each signal the algorithm was shown (engine-side, from dispatch): what
+        admission allows the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
@@ -267,7 +267,7 @@ class Limiter:
         if binding and self._idle_at - self._binding_at >= QUIET:
             self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
-        self.engine_p50.update(obs.p50)
+        self.engine_p90.update(obs.p90)
         self._last_tick_at = now
         decision = self.algorithm.update(obs)
         new = clamp(decision.limit, self._floor, self._ceiling)

@@ -327,14 +327,14 @@ class Pool:
         now = self._clock()
         return sum(b.limiter.limit for b in self.backends if model in b.models and b.in_rotation(now))
 
-    def engine_p50(self, model: str) -> dict[Signal, float]:
-        """Per signal, the worst engine-side median among the backends in rotation serving `model`:
-        what the engine is expected to add to a request's wait, wherever it is sent."""
+    def engine_p90(self, model: str) -> dict[Signal, float]:
+        """Per signal, the worst engine-side P90 among the backends in rotation serving `model`:
+        what the engine may add to a request's wait, wherever it is sent."""
         now = self._clock()
         worst: dict[Signal, float] = {}
         for b in self.backends:
             if model in b.models and b.in_rotation(now):
-                for signal, value in b.limiter.engine_p50.items():
+                for signal, value in b.limiter.engine_p90.items():
                     worst[signal] = max(value, worst.get(signal, value))
         return worst
 
