@@ -7,20 +7,8 @@ from limits_helpers import ObsFactory
 from gateway.control.algorithms.sla.settling import Settling
 
 
-def test_the_first_limit_settles_after_the_settle_alone(obs: ObsFactory) -> None:
-    # A fresh gateway's first limit: every request in flight was sent under it, none of an old one.
-    s = Settling(2.0)
-    first = obs(limit=8, now=102.5, since_change=2.5, p50={"e2e": 4.0}, counts={"e2e": 20})
-    s.observe(first)
-    assert s.settle(first) == 2.0 and s.settled(first)
-    raised = obs(limit=16, now=103.0, since_change=0.5, p50={"e2e": 4.0}, counts={"e2e": 20})
-    s.observe(raised)
-    assert s.settle(raised) == 4.0  # from the first change on, a median answer too
-
-
 def test_settled_after_the_settle_or_the_epochs_median_e2e(obs: ObsFactory) -> None:
     s = Settling(2.0)
-    s.observe(obs(limit=8, now=90.0, since_change=10.0))  # the limit changed since this one
     tick = obs(limit=10, now=103.0, since_change=3.0, p50={"e2e": 4.0}, counts={"e2e": 20})
     s.observe(tick)
     assert s.in_force_for == 3.0 and s.settle(tick) == 4.0 and not s.settled(tick)

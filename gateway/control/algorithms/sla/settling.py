@@ -5,7 +5,7 @@ Per tick, with T the seconds the limit has been in force (sla.in_force), s the
 `settle` parameter, m the epoch's own median e2e and M the last median e2e measured on
 `min_samples` values:
 
-    settled      T >= S = max(s, m), or T >= s while the limit has never changed
+    settled      T >= S = max(s, m)
     turned over  T >= max(S, M) until the epoch's median e2e stands on `min_samples` values,
                  then T >= S
 
@@ -16,10 +16,7 @@ needs the requests in flight at the change to have turned over, and right after 
 no answer, or of the shortest, the first back: a raise past what the KV cache holds, judged on its
 first seconds, was kept on a burst (on the real engine 25 read 649 tokens/s against 20's 579 in
 the first 4-6 s of 6-9-s whole answers, and 582 once they had turned over). M stands in until m
-stands on as many values. Until the limit first changes there is no old limit: every request in
-flight was sent under the one in force, so s alone is waited (on the real engine a fresh gateway
-held its first limit for one whole answer, 4-5 s, queueing past their budget requests that the
-engine, at a tenth of its TTFT target, would have taken at once).
+stands on as many values.
 Pure: the caller passes each observation, with its time.
 """
 
@@ -36,15 +33,10 @@ class Settling:
         self.in_force_for = 0.0
         """Seconds the current limit has been in force, as of the last observation."""
         self._median_e2e = 0.0  # the median e2e last measured on `min_samples` values
-        self._first: int | None = None  # the limit first observed
-        self._changed = False  # whether the limit has changed since
 
     def observe(self, obs: Observation) -> None:
         """Take this tick's observation; call once per tick before the other methods."""
         self.in_force_for = self._in_force.seconds(obs)
-        if self._first is None:
-            self._first = obs.limit
-        self._changed = self._changed or obs.limit != self._first
         if self._own_median(obs):
             self._median_e2e = obs.p50["e2e"]
 
@@ -55,15 +47,11 @@ class Settling:
 
     def settle(self, obs: Observation) -> float:
         """S: seconds in force after which the limit's P90s are its own."""
-        return self._settle if not self._changed else self._answer(obs)
-
-    def _answer(self, obs: Observation) -> float:
-        """max(s, m): the settle parameter, or a median answer of this epoch if longer."""
         return max(self._settle, obs.p50.get("e2e", 0.0))
 
     def turnover(self, obs: Observation) -> float:
         """Seconds in force after which the limit's rate is its own."""
-        return self._answer(obs) if self._own_median(obs) else max(self._answer(obs), self._median_e2e)
+        return self.settle(obs) if self._own_median(obs) else max(self.settle(obs), self._median_e2e)
 
     def settled(self, obs: Observation) -> bool:
         return self.in_force_for >= self.settle(obs)
