@@ -9,10 +9,8 @@ the sequence and free its KV blocks.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import orjson
@@ -123,26 +121,6 @@ class _Relay:
     """The idle timeout, from the first chunk on."""
 
 
-RECEIVE_BUFFER = 64 * 1024
-"""The kernel's receive buffer of each backend connection, in bytes (Linux reserves twice this).
-
-It bounds what one read of a backend's answer returns, and so the work one stream's relay does in
-one turn of the event loop: every event in a read is parsed by aiohttp, counted and written on in
-that turn, a few microseconds each. Left to itself Linux grows the buffer to megabytes, and a
-backend that streams faster than its client reads (or than the loop relays) then hands over
-hundreds of kilobytes, thousands of events, per read; with a few such streams ready together a
-turn lasts tens of milliseconds, during which nothing else, /health included, is answered. 64 KiB
-still carries tens of megabytes per second per connection at the round trip of a backend nearby."""
-
-
-def _upstream_socket(addr: tuple[Any, ...]) -> socket.socket:
-    """A socket for a backend connection (aiohttp's `socket_factory`), its receive buffer fixed."""
-    family, kind, proto, _, _ = addr
-    sock = socket.socket(family=family, type=kind, proto=proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-    return sock
-
-
 class _IdleWatch:
     """The idle timeout of a response under way: `deadline` fires once `idle` seconds pass after the
     last chunk. A chunk only notes when it came (`last`); the one timer is re-armed when it fires and
@@ -199,9 +177,7 @@ class Upstream:
         self._client.connect_timeout = timeouts.connect
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
-            limit=0, ttl_dns_cache=300, enable_cleanup_closed=True, socket_factory=_upstream_socket
-        )
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=self._client_timeout,

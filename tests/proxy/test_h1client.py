@@ -7,11 +7,12 @@ and records what it received and how many connections it saw.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.proxy.h1client import HIGH_WATER, ConnectFailed, H1Client, ResponseBroken
+from gateway.proxy.h1client import HIGH_WATER, RECEIVE_BUFFER, ConnectFailed, H1Client, ResponseBroken
 
 
 class RawBackend:
@@ -158,5 +159,21 @@ async def test_an_answer_nobody_takes_stops_the_reading_past_the_high_water_mark
     assert resp._conn.buffered <= 2 * HIGH_WATER
     got = b"".join([chunk async for chunk in resp.chunks()])
     assert len(got) == size and resp.at_eof()
+    resp.release()
+    client.close()
+
+
+async def test_a_backend_connection_reads_at_most_its_fixed_receive_buffer_at_once(
+    backend: RawBackend,
+) -> None:
+    # Linux would grow the buffer to megabytes under a fast stream; fixed, one read is bounded.
+    size = 8 * HIGH_WATER
+    backend.answers = [b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size + b"x" * size]
+    client = H1Client(5.0)
+    resp = await client.post(backend.url, "/", b"", {})
+    sock = resp._conn._transport.get_extra_info("socket")
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) <= 2 * RECEIVE_BUFFER
+    chunks = [chunk async for chunk in resp.chunks()]
+    assert sum(map(len, chunks)) == size and max(map(len, chunks)) <= 2 * RECEIVE_BUFFER
     resp.release()
     client.close()
