@@ -53,7 +53,7 @@ def pair(slots: SlotBackend, backend: str) -> tuple[Op, Op]:
 class _NoEvents:
     """The slot events a limiter would record, dropped: only the count is timed."""
 
-    def sent(self, slot: Slot, dispatched_at: float, progress: object) -> None:
+    def sent(self, slot: Slot, dispatched_at: float, progress: object, most_tokens: int | None) -> None:
         pass
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:

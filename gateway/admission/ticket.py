@@ -71,3 +71,6 @@ class Ticket:
     """`wait` is its SLA budget: running out of it is a refusal (429), not a queue timeout (503)."""
     prompt_tokens: int = 0
     """Estimated prompt tokens: what its tenant is charged for it at dispatch (fair sharing)."""
+    most_tokens: int | None = None
+    """Prompt and output tokens one of its sequences holds at most, if it says (its `max_tokens`):
+    what the backend's KV cache must hold for it whole (gateway.control.ceiling)."""

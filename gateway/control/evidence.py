@@ -23,6 +23,18 @@ Three sources, merged at each control tick:
       a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
   Requests sent before the epoch began describe the old limit and do not count.
 
+Bounds (`bounds`): when the epoch began because a burst filled the limit (`start_epoch(burst=True)`),
+the requests in flight then were sent together and prefill together, so their latency bounds from
+above what the limit shows once arrivals spread out: what they measure counts toward a raise, never
+toward a cut (gateway.control.algorithms.sla.verdicts.growth_evidence). Each stream of it is
+one TTFT and one TPOT value (finished, or its pace per event after `PARTIAL_MIN_EVENTS` events,
+at least the pace per token), infinity while it has not measured it, so a P90 over them is an
+upper bound whatever the slow ones take. Not e2e: whole answers have the cohort (below), the same
+rule for them. Why: at a fresh gateway's limit every request is one of the burst; waiting for
+`min_samples` requests sent after it took two whole answers at that limit (14 s of 4-s answers in
+virtual time), with arrivals waiting in the gateway's queue. A limit change ends them: they
+describe the old limit.
+
 The cohort (`cohort`): the e2e of the epoch's requests in the order they were sent, infinite for
 those in flight. The values finished so far are a biased sample of a limit's latency, the short
 answers first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.verdicts
@@ -142,6 +154,10 @@ class Evidence:
         """Output tokens of requests that finished well, and of those that missed a target, since
         the previous `take_answered`."""
         self._event_size = TokensPerEvent()
+        self._burst: set[Hashable] = set()
+        """The requests in flight when a burst filled the limit, until they finish."""
+        self._burst_values: dict[Signal, list[float]] = {}
+        """What the burst's finished requests measured."""
 
     @property
     def epoch_start(self) -> float:
@@ -161,9 +177,12 @@ class Evidence:
         """Finished samples and first tokens in the window."""
         return len(self._window)
 
-    def start_epoch(self, at: float) -> None:
-        """The limit changed at `at`: what was sent before no longer counts."""
+    def start_epoch(self, at: float, *, burst: bool = False) -> None:
+        """The limit changed at `at`, or a burst filled it (`burst`): what was sent before no longer
+        counts, except as the burst's bounds (see the module doc)."""
         self._window.start_epoch(at)
+        self._burst = set(self._sent) if burst else set()
+        self._burst_values = {}
 
     # -- what requests report -----------------------------------------------------------------
 
@@ -179,6 +198,10 @@ class Evidence:
         record `sample` if the request finished well."""
         watched = self._sent.pop(key, None)
         counted = self._counted.pop(key, 0.0)
+        if key in self._burst:
+            self._burst.discard(key)
+            if sample is not None and sample.ok and watched is not None:
+                self._bound(watched, sample)
         if sample is None:
             return
         remainder = sample.output_tokens - counted
@@ -194,6 +217,18 @@ class Evidence:
             missed = 0 if self.sla.met_by(sample) else sample.output_tokens
             self._answered = (self._answered[0] + sample.output_tokens, self._answered[1] + missed)
 
+    def _bound(self, watched: tuple[float, StreamProgress | None], sample: Sample) -> None:
+        """Keep what a request of the burst measured (its TTFT from its progress, if reported at
+        the first token)."""
+        dispatched_at, progress = watched
+        ttft = sample.ttft
+        if ttft is None and progress is not None and progress.first_at is not None:
+            ttft = progress.first_at - dispatched_at
+        measured: tuple[tuple[Signal, float | None], ...] = (("ttft", ttft), ("tpot", sample.tpot))
+        for signal, value in measured:
+            if value is not None:
+                self._burst_values.setdefault(signal, []).append(value)
+
     # -- what the tick reads ------------------------------------------------------------------
 
     def live(self) -> dict[Signal, list[float]]:
@@ -206,7 +241,7 @@ class Evidence:
         e2e_bound = None if self.sla.e2e_p90 is None else E2E_OVERDUE * self.sla.e2e_p90
         size = self._event_size.value
         live: dict[Signal, list[float]] = {}
-        bounds: list[float] = []  # paces per event while k is unknown: TPOT upper bounds
+        per_event: list[float] = []  # paces per event while k is unknown: TPOT upper bounds
         for dispatched_at, progress in self._sent.values():
             if dispatched_at < start:
                 continue
@@ -220,17 +255,33 @@ class Evidence:
                 if ttft_bound is not None and age > ttft_bound:
                     live.setdefault("ttft", []).append(age)
                 continue
-            events, last = progress.events, progress.last_at
-            if events >= PARTIAL_MIN_EVENTS and last is not None:
-                pace = max((last - first) / (events - 1), (now - first) / events)
+            pace = _pace(progress, now)
+            if pace is not None:
                 if size is None:
-                    bounds.append(pace)
+                    per_event.append(pace)
                 else:
                     live.setdefault("tpot", []).append(pace / size)
         target = self.sla.tpot_p90
-        if bounds and target is not None and _rank(sorted(bounds), 0.9) <= target:
-            live["tpot"] = bounds  # even at one token an event, within target
+        if per_event and target is not None and _rank(sorted(per_event), 0.9) <= target:
+            live["tpot"] = per_event  # even at one token an event, within target
         return live
+
+    def bounds(self) -> dict[Signal, list[float]]:
+        """Upper bounds of the limit's latency from the burst that began the epoch, per signal:
+        what its requests measured, infinity for those in flight that have not (see the module doc)."""
+        if not self._burst and not self._burst_values:
+            return {}
+        now = self._clock()
+        found = {signal: list(values) for signal, values in self._burst_values.items()}
+        for key in self._burst:
+            dispatched_at, progress = self._sent[key]
+            if progress is None:
+                continue
+            first, pace = progress.first_at, _pace(progress, now)
+            found.setdefault("ttft", []).append(math.inf if first is None else first - dispatched_at)
+            tpot = math.inf if pace is None else pace / (self._event_size.value or 1.0)
+            found.setdefault("tpot", []).append(tpot)
+        return found
 
     def percentiles(
         self,
@@ -303,6 +354,15 @@ class Evidence:
         that missed an SLA target: goodput is the rest."""
         answered, self._answered = self._answered, (0.0, 0.0)
         return answered
+
+
+def _pace(progress: StreamProgress, now: float) -> float | None:
+    """A stream's seconds per event so far, once it has `PARTIAL_MIN_EVENTS` events: the mean gap,
+    or the mean had the next event come now, whichever is longer (so a stall shows)."""
+    first, last, events = progress.first_at, progress.last_at, progress.events
+    if first is None or last is None or events < PARTIAL_MIN_EVENTS:
+        return None
+    return max((last - first) / (events - 1), (now - first) / events)
 
 
 def _rank(sorted_values: list[float], q: float) -> float:

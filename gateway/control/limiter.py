@@ -16,18 +16,20 @@ Rules:
   and `p90()` report the whole window.
 - When the limit changes a new epoch starts: the evidence of the old limit no longer counts.
 - So it does when the limit fills up after `QUIET` seconds in which it never did (and the first
-  time it fills): the requests that filled it were sent together, and requests that start together
-  prefill together, so their latency describes the burst and not the limit. On the real engine the
-  first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the controller cut within its
-  first five seconds in 11 of 12 runs. The epoch starts before the tick that sees the limit full
-  reads the evidence, because short prompts' first tokens come before that tick: a fresh gateway
-  read its first batch's at 2.6x a TTFT target that the steady load met, and cut from 8 to 4. Only
-  ticks that saw the limit idle make those seconds: a tick that comes late (a busy host) saw
-  nothing in between, and taking the gap for a quiet spell threw away the evidence every 10-12 s
-  and held a limit of 8 for 30 s.
+  time it fills): the requests that filled it were sent together, and requests that start
+  together prefill together, so their latency describes the burst and not the limit. It bounds
+  the limit's from above: evidence for a raise only (the bounds of gateway.control.evidence). On
+  the real engine the first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the
+  controller cut within its first five seconds in 11 of 12 runs. The epoch starts before the
+  tick that sees the limit full reads the evidence, because short prompts' first tokens come
+  before that tick: a fresh gateway read its first batch's at 2.6x a TTFT target that the steady
+  load met, and cut from 8 to 4. Only ticks that saw the limit idle make those seconds: a tick
+  that comes late (a busy host) saw nothing in between, and taking the gap for a quiet spell
+  threw away the evidence every 10-12 s and held a limit of 8 for 30 s.
 - A burst after a quiet spell is taken in at once where the engine has room for it: while the limit
   has held nothing back for `QUIET` seconds, the limit in force is at least W, the requests the KV
-  cache holds with every request whole (gateway.control.ceiling), so none preempts another; the
+  cache holds with every request whole (before any answer, as requests declare their size:
+  `KVCeiling.burst_ceiling`), so none preempts another; the
   tick that sees the limit full ends it, and the algorithm judges what it showed as a burst's.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
@@ -142,6 +144,12 @@ class Limiter:
         return self._inflight.limit
 
     @property
+    def controlled(self) -> int:
+        """The algorithm's limit under the ceiling: the limit in force less any room a burst after a
+        quiet spell has (the burst rule in the module doc)."""
+        return min(self._limit, self._ceiling)
+
+    @property
     def inflight(self) -> int:
         return self._inflight.count
 
@@ -172,8 +180,14 @@ class Limiter:
 
     # -- what slots report (slots.SlotEvents) -------------------------------------------------
 
-    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+    def sent(
+        self, slot: Slot, dispatched_at: float, progress: StreamProgress | None, most_tokens: int | None
+    ) -> None:
         self._evidence.watch(slot, dispatched_at, progress)
+        if most_tokens is not None and self._kv.tokens_per_request is None:
+            # What requests say they hold stands in until an answer says (gateway.control.ceiling).
+            self._kv.declared(most_tokens)
+            self._inflight.set_limit(self._in_force())
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         self._evidence.first_token(dispatched_at, ttft)
@@ -223,8 +237,8 @@ class Limiter:
         """The limit in force: the algorithm's under the ceiling; while the limit has held nothing
         back for `QUIET` seconds, at least what the KV cache holds with every request whole (the
         burst rule in the module doc)."""
-        limit = min(self._limit, self._ceiling)
-        whole = self._kv.whole_request_ceiling()
+        limit = self.controlled
+        whole = self._kv.burst_ceiling()
         if whole is None or self._fixed() or self._idle_at - self._binding_at < QUIET:
             return limit
         return max(limit, min(whole, self._ceiling))
@@ -265,7 +279,7 @@ class Limiter:
         peak, interval = max(self._inflight.peak, inflight), now - self._last_tick_at
         binding = binds(peak, self._limit, queued)
         if binding and self._idle_at - self._binding_at >= QUIET:
-            self._start_epoch(now)  # filled by a burst: what it showed so far is the burst's
+            self._start_epoch(now, burst=True)  # filled by a burst: what it shows is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
         self.engine_p90.update(obs.p90)
         self._last_tick_at = now
@@ -315,6 +329,7 @@ class Limiter:
             values=values,
             # Read only while e2e is short of values, when the epoch's requests are few.
             e2e_cohort=evidence.cohort() if counts.get("e2e", 0) < self._min_samples else [],
+            bounds=evidence.bounds(),
             delivered_tokens=float(received) if generated is None else generated,
             lumped_tokens=float(lumped) if generated is None else 0.0,
             finished=finished,
@@ -335,9 +350,9 @@ class Limiter:
             return None
         return stats.generated(inflight, seconds)
 
-    def _start_epoch(self, at: float) -> None:
+    def _start_epoch(self, at: float, *, burst: bool = False) -> None:
         self._epoch_at = at
-        self._evidence.start_epoch(at)
+        self._evidence.start_epoch(at, burst=burst)
 
     # -- introspection ------------------------------------------------------------------------
 

@@ -34,9 +34,12 @@ from gateway.types import Sample, StreamProgress
 class SlotEvents(Protocol):
     """Where a slot reports what its request showed while it held the slot."""
 
-    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+    def sent(
+        self, slot: Slot, dispatched_at: float, progress: StreamProgress | None, most_tokens: int | None
+    ) -> None:
         """The request was sent; a stream's `progress` can be read until the slot is released (None
-        for an answer that comes whole)."""
+        for an answer that comes whole); `most_tokens`: what one of its sequences holds at most, if
+        the request says."""
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived after `ttft` seconds."""
@@ -108,7 +111,9 @@ class Slot:
         self._released = False
         self._ttft_reported = False
 
-    def sent(self, dispatched_at: float, progress: StreamProgress | None = None) -> None:
+    def sent(
+        self, dispatched_at: float, progress: StreamProgress | None = None, most_tokens: int | None = None
+    ) -> None:
         """The request was sent: its age, and a stream's `progress`, are watched until the slot is
         released.
 
@@ -117,7 +122,7 @@ class Slot:
         before the request ends.
         """
         if not self._released:
-            self._events.sent(self, dispatched_at, progress)
+            self._events.sent(self, dispatched_at, progress, most_tokens)
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:
         """The request's first token arrived: its TTFT counts now, not when the request ends."""

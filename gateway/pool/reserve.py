@@ -11,7 +11,10 @@ algorithm runs there when that pays). Past the footprint ceiling vLLM queues wha
 an interactive request would wait in vLLM's queue behind batch lines; past the full-size one the
 requests outgrow the cache as they decode, and vLLM preempts the newest running request (often an
 interactive one, which then computes its prompt again). With no interactive traffic, the batch
-runs up to the limit, where vLLM's own queue keeps its KV cache full.
+runs up to the limit, where vLLM's own queue keeps its KV cache full. The limit is the one the
+algorithm controls, without the room the limiter gives a burst after a quiet spell: that room is
+for requests that arrive together and must be served now, and a batch is neither (taken by a
+batch, it sent a fresh gateway's 200 lines to the engine at once).
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ class InteractiveReserve:
             self._high = interactive
 
     def background_room(self, now: float, limiter: Limiter, background_inflight: int) -> int:
-        """Slots a batch line may take: the limit (with interactive traffic, at most what the KV
-        cache holds, with requests at their full size) less the reserve and the batch's own lines."""
+        """Slots a batch line may take: the controlled limit (with interactive traffic, at most what
+        the KV cache holds, with requests at their full size) less the reserve and the batch's own
+        lines."""
         reserve = self._reserve(now, limiter.inflight - background_inflight)
-        bound = limiter.limit
+        bound = limiter.controlled
         if reserve:
             for kv in (limiter.kv_ceiling(), limiter.whole_request_ceiling()):
                 if kv is not None and kv < bound:

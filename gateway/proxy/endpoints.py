@@ -135,6 +135,7 @@ class OpenAIEndpoints:
             background=background is not None,
             arrived=arrived,
             prompt_tokens=parsed.prompt_tokens,
+            most_tokens=parsed.most_tokens,
         )
         if self._stopping:
             self._telemetry.rejected(model, "shutting_down")

@@ -170,6 +170,7 @@ class Forwarder:
             streaming=out.streaming,
             extra_headers=extra,
             on_tokens=out.meter.streamed if out.meter is not None else None,
+            most_tokens=out.ticket.most_tokens,
         )
 
     def _failed(self, backend: Backend, cause: str, *, answered: bool) -> None:

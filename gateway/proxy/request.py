@@ -38,7 +38,7 @@ from gateway.config import CREDENTIAL_HEADERS, MIN_PRIORITY
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.json_cost import json_cost_problem
 from gateway.routing import RouteKey
-from gateway.tenancy.estimate import prompt_tokens
+from gateway.tenancy.estimate import max_output_tokens, prompt_tokens
 
 MAX_MODEL_CHARS = 256
 MAX_REQUEST_ID = 128
@@ -147,6 +147,13 @@ class ParsedRequest:
     route: RouteKey
     prompt_tokens: int
     """Estimated (gateway.tenancy.estimate): what fair sharing and quotas charge until `usage` says."""
+    max_tokens: int | None = None
+    """The output tokens it allows itself, if it says."""
+
+    @property
+    def most_tokens(self) -> int | None:
+        """Prompt (estimated) and output tokens one of its sequences holds at most, if it says."""
+        return None if self.max_tokens is None else self.prompt_tokens + self.max_tokens
 
 
 def parse_request(body: bytes, session: str | None = None, tenant: str = "") -> tuple[str, bool, RouteKey]:
@@ -178,6 +185,7 @@ def parse_body(body: bytes, session: str | None = None, tenant: str = "") -> Par
         payload.get("stream") is True,
         RouteKey.from_body(payload, session, tenant),
         prompt_tokens(payload),
+        max_output_tokens(payload),
     )
 
 

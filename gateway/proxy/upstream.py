@@ -214,15 +214,17 @@ class Upstream:
         streaming: bool,
         extra_headers: list[tuple[bytes, bytes]],
         on_tokens: Callable[[int], None] | None = None,
+        most_tokens: int | None = None,
     ) -> Exchange:
-        """Relay one exchange; `on_tokens` hears the count of output tokens streamed so far."""
+        """Relay one exchange; `on_tokens` hears the count of output tokens streamed so far;
+        `most_tokens`: the tokens one of its sequences holds at most, if the request says."""
         if self._stopping:
             raise UpstreamStopped(lease.backend)
         if lease.target.config.api_key:
             headers = {**headers, "Authorization": f"Bearer {lease.target.config.api_key}"}
         dispatched = self._clock()
         progress = StreamStats() if streaming else None
-        lease.slot.sent(dispatched, progress)
+        lease.slot.sent(dispatched, progress, most_tokens)
         relay = _Relay(on_tokens=on_tokens)
         try:
             async with asyncio.timeout(self._timeouts.first_byte) as deadline:

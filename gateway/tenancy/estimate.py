@@ -4,6 +4,8 @@ ceil(characters / 4) over the text a request sends (chat message contents, a com
 embedding inputs), plus 4 tokens per chat message for the template's role markers: OpenAI's rule of
 thumb for English text is about four characters per token; token ids sent as a list count one each
 (told apart by the first element, so the estimate costs the same however many ids there are).
+A request's most tokens (`max_output_tokens` with the prompt's) bound what the KV cache holds for it
+before any answer has said how long answers are (gateway.control.ceiling).
 An estimate only has to be of the right size: the fair queue and the token quota are corrected with
 the backend's count (`usage.prompt_tokens`) when the answer carries one.
 """
@@ -26,6 +28,16 @@ def prompt_tokens(payload: Mapping[str, Any]) -> int:
         return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
     text = payload.get("prompt", payload.get("input"))
     return _tokens(text)
+
+
+def max_output_tokens(payload: Mapping[str, Any]) -> int | None:
+    """The output tokens a request allows itself (`max_completion_tokens`, else `max_tokens`), if it
+    says: with the prompt's, the most KV cache one of its sequences will hold."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
 
 
 def _tokens(value: object) -> int:

@@ -45,6 +45,8 @@ class Done:
     tpot: float | None
     e2e: float
     output_tokens: int
+    queued: float = 0.0
+    """Seconds it waited in the gateway's queue before it was sent (not in ttft or e2e)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,9 @@ class Scenario:
     stalls: tuple[float, float] | None = None
     """(every, seconds): the front end hands no request to the engine for `seconds` out of every
     `every` (a CPU-starved host descheduling the API server), from `every` on."""
+    arrivals: float = 0.0
+    """Open-loop requests per second to the gateway (Poisson), beside any closed-loop clients: they
+    arrive whether or not earlier ones finished, and send nothing when they end."""
 
     def after_stalls(self, ready: float) -> float:
         """When a request the front end would hand over at `ready` reaches the engine: at the end
@@ -110,6 +115,9 @@ class _Request:
     max_tokens: int
     hashes: list[int]
     gateway: bool
+    arrived_at: float = 0.0
+    closed: bool = True
+    """Sent by a closed-loop client, which sends the next when it ends."""
     slot: Slot | None = None
     progress: Progress = field(default_factory=Progress)
 
@@ -132,8 +140,10 @@ class Loop:
         interval: float,
         min_samples: int,
         seed: int,
+        declare: bool = True,
     ) -> None:
         self.workload = workload
+        self.declare = declare
         self.base = profile
         self.engine = Engine(profile, random.Random(seed))
         self.rng = random.Random(seed + 1)
@@ -169,7 +179,7 @@ class Loop:
         self._uid += 1
         own = [hash((self._uid, j)) for j in range(prompt // block)]
         hashes = (self.shared + own[len(self.shared) :])[: prompt // block]
-        return _Request(self.now, prompt, self.rng.randint(*w.output_tokens), hashes, gateway)
+        return _Request(self.now, prompt, self.rng.randint(*w.output_tokens), hashes, gateway, self.now)
 
     def send(self, req: _Request) -> None:
         if req.gateway and self.limiter is not None:
@@ -187,7 +197,8 @@ class Loop:
             req = self.queue.popleft()
             req.slot = lim.acquire()
             req.sent_at = self.now
-            req.slot.sent(self.now, req.progress if self.workload.stream else None)
+            most = req.prompt_len + req.max_tokens if self.declare else None
+            req.slot.sent(self.now, req.progress if self.workload.stream else None, most)
             self.to_server(req)
         while self.pending and self.pending[0][0] <= self.now:
             _, _, req = heapq.heappop(self.pending)
@@ -217,8 +228,8 @@ class Loop:
         if req.slot is not None:
             req.slot.release(Sample(req.sent_at, e2e, ttft, tpot, n, req.prompt_len))
         if req.gateway:
-            run.done.append(Done(self.now, ttft, tpot, e2e, n))
-            if self.now < self.scenario.gateway_until:
+            run.done.append(Done(self.now, ttft, tpot, e2e, n, req.sent_at - req.arrived_at))
+            if req.closed and self.now < self.scenario.gateway_until:
                 self.send(self.request(True))
         elif self.bypass_active > 0:
             self.send(self.request(False))
@@ -270,12 +281,21 @@ class Loop:
         for _ in range(self.clients):
             self.send(self.request(True))
         next_tick = self.interval
+        rate = self.scenario.arrivals
+        next_arrival = self.rng.expovariate(rate) if rate > 0 else float("inf")
         while self.now < duration:
             self.apply_scenario(events)
+            while next_arrival <= self.now:
+                req = self.request(True)
+                req.sent_at = req.arrived_at = next_arrival
+                req.closed = False
+                self.send(req)
+                next_arrival += self.rng.expovariate(rate)
             self.admit()
             plan = self.engine.schedule(self.now)
             if plan.empty:
-                wake = [next_tick, *(t for t, _, _ in events[:1]), *(t for t, _, _ in self.pending[:1])]
+                wake = [next_tick, next_arrival, *(t for t, _, _ in events[:1])]
+                wake += [t for t, _, _ in self.pending[:1]]
                 self.now = max(self.now, min(wake))
             else:
                 self.now += plan.duration
@@ -317,8 +337,10 @@ def simulate(
     interval: float = 1.0,
     min_samples: int = 20,
     seed: int = 0,
+    declare: bool = True,
 ) -> Run:
-    """Run `workload` for `duration` virtual seconds through `algorithm` (None: straight to the server)."""
+    """Run `workload` for `duration` virtual seconds through `algorithm` (None: straight to the server);
+    `declare`: whether requests say their max_tokens (the engine's default where they do not)."""
     loop = Loop(
         workload,
         algorithm,
@@ -329,5 +351,6 @@ def simulate(
         interval=interval,
         min_samples=min_samples,
         seed=seed,
+        declare=declare,
     )
     return loop.run(duration)

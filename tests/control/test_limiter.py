@@ -194,6 +194,27 @@ def test_a_burst_after_a_quiet_spell_gets_what_the_kv_cache_holds_whole() -> Non
     assert lim.limit < 10 and lim.has_room()
 
 
+def test_a_fresh_limiter_takes_in_what_requests_say_the_kv_cache_holds_whole() -> None:
+    # Nothing has finished yet: the requests' prompt and max_tokens say what they will hold.
+    lim, clock = limiter("sla")
+    lim.observe(EngineStats(at=clock.now, kv_capacity_tokens=1000))
+    assert lim.limit == 8
+    first = lim.acquire()
+    first.sent(clock.now, None, 100)
+    assert lim.limit == 10  # 1,000 KV tokens hold 10 requests of at most 100 tokens
+    rest = [lim.acquire() for _ in range(9)]
+    assert not lim.has_room()
+    first.release(Sample(dispatched_at=clock.now, e2e=1.0, prompt_tokens=20, output_tokens=20))
+    for slot in rest:
+        slot.release(None)
+    lim.tick(queued=0)  # the burst filled the room: the algorithm's limit rules
+    assert lim.limit == 8
+    for _ in range(3):  # quiet again
+        clock.advance(1.0)
+        lim.tick(queued=0)
+    assert lim.limit == 25  # an answer said what requests hold: 40 tokens each
+
+
 def test_peak_inflight_resets_each_tick() -> None:
     lim, clock = limiter(min_samples=1)
     busy(lim)

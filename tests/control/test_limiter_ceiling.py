@@ -63,3 +63,17 @@ def test_a_prefix_the_cache_holds_counts_once_in_the_whole_request_ceiling() -> 
     assert kv.whole_request_ceiling() == 24
     kv.observe(EngineStats(at=60.0))  # a scrape that looked nothing up leaves the share as is
     assert kv.whole_request_ceiling() == 24
+
+
+def test_before_any_request_has_finished_declared_sizes_say_what_a_burst_may_bring() -> None:
+    kv = KVCeiling()
+    kv.observe(EngineStats(at=0.0, kv_capacity_tokens=8192, kv_usage=0.25, running=8))
+    kv.declared(300)
+    kv.declared(340)  # 200-token prompts, estimated 180 and 220, that allow 120 output tokens
+    assert kv.burst_ceiling() == 25  # 8192 / 320
+    assert kv.whole_request_ceiling() is None  # what the algorithm grows on: measured sizes only
+    assert kv.kv_ceiling() == 32  # the measured footprint, not what requests say they may take
+    kv.add_request(200, 40)  # the first answer: what requests hold is known now
+    assert kv.burst_ceiling() == kv.whole_request_ceiling() == 34  # 8192 / 240
+    kv.declared(1200)
+    assert kv.burst_ceiling() == 34

@@ -13,7 +13,9 @@ class Events:
     def __init__(self) -> None:
         self.log: list[tuple[object, ...]] = []
 
-    def sent(self, slot: Slot, dispatched_at: float, progress: StreamProgress | None) -> None:
+    def sent(
+        self, slot: Slot, dispatched_at: float, progress: StreamProgress | None, most_tokens: int | None
+    ) -> None:
         self.log.append(("sent", slot, dispatched_at, progress is not None))
 
     def first_token(self, dispatched_at: float, ttft: float) -> None:

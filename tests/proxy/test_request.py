@@ -23,6 +23,7 @@ from gateway.proxy.request import (
     content_length,
     dropped_headers,
     json_object,
+    parse_body,
     parse_priority,
     parse_request,
     parse_seconds,
@@ -152,3 +153,21 @@ def test_a_body_that_could_hold_too_many_values_is_refused_before_parsing() -> N
             json_object(body)
         assert info.value.status == 400 and info.value.code == "json_too_complex"
     assert content_length(b"0" * 5000 + b"12") == 12 and content_length(b"\xb2") == -1
+
+
+@pytest.mark.parametrize(
+    ("fields", "most"),
+    [
+        ({"max_tokens": 120}, 10 + 120),
+        ({"max_completion_tokens": 64, "max_tokens": 500}, 10 + 64),  # the newer name first
+        ({"max_tokens": True}, None),  # not a count
+        ({"max_tokens": -1}, None),
+        ({"max_tokens": 1.5}, None),
+        ({}, None),  # the engine's own default: unknown here
+    ],
+)
+def test_the_most_tokens_a_request_may_hold_is_its_prompt_and_max_tokens(
+    fields: dict[str, object], most: int | None
+) -> None:
+    body = orjson.dumps({"model": "m", "prompt": "x" * 40, **fields})  # 40 characters: 10 tokens
+    assert parse_body(body).most_tokens == most

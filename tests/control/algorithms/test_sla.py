@@ -202,13 +202,15 @@ def test_growth_toward_the_band_capped_by_sqrt_and_by_a_limit_known_over(obs: Ob
 
 
 def test_growth_below_what_the_kv_cache_holds_goes_as_far_as_room_allows(obs: ObsFactory) -> None:
-    def step(limit: int, ratio: float, fits: int) -> int:
+    def step(limit: int, ratio: float, fits: int, whole: int | None = 100) -> int:
         tick = measured(obs, limit, ratio, 100.0)
-        return algo().update(replace(tick, kv_fits=fits)).limit - limit
+        return algo().update(replace(tick, kv_fits=fits, kv_fits_whole=whole)).limit - limit
 
     # r = 0.25 at 8: room 8 x ((0.9 / 0.25)^2 - 1) = 95, at most what the KV cache holds.
     assert step(8, 0.25, 16) == 8  # to what the KV cache holds at once
     assert step(8, 0.25, 40) == 32
+    assert step(8, 0.25, 40, whole=20) == 12  # or holds with every request whole, where fewer
+    assert step(8, 0.25, 40, whole=None) == 8  # that unknown: a doubling at most
     assert step(8, 0.75, 16) == 3  # room 8 x ((0.9 / 0.75)^2 - 1) = 3.5
     assert step(8, 0.75, 10) == 2  # no further than what the KV cache holds
     assert step(20, 0.25, 16) == 2  # past what it holds a raise is a probe: 10% of 20

@@ -16,6 +16,7 @@ from gateway.control.algorithms.sla.verdicts import (
     cohort_p90,
     gains,
     growth_evidence,
+    over_target,
     probe_kept,
     readings,
 )
@@ -121,6 +122,45 @@ def test_a_cohort_does_not_stand_in_for_a_stream_signal_short_of_values(obs: Obs
     cohort = [1.0] * COHORT_LEAST
     o = obs(p90={"e2e": 1.0, "ttft": 0.1}, counts={"e2e": 8, "ttft": 8}, min_samples=20, e2e_cohort=cohort)
     assert growth_evidence(o, sla, 0.1, 0.9) is None
+
+
+STREAM_SLA = SLA(ttft_p90=1.0, tpot_p90=0.1)
+
+
+def test_a_bursts_bounds_far_under_target_let_growth_act_before_min_samples(obs: ObsFactory) -> None:
+    """Eight streams of a burst, every one measured at a fifth of the targets or less: a third of
+    the band is room enough for the noise of their P90, so growth acts, on what the KV cache holds
+    with every request whole."""
+    bounds = {"ttft": [0.2] * COHORT_LEAST, "tpot": [0.01] * (COHORT_LEAST - 1) + [0.02]}
+    o = obs(min_samples=20, bounds=bounds, kv_fits=30, kv_fits_whole=24)
+    assert growth_evidence(o, STREAM_SLA, 0.0, 0.9) == Growth(0.2, 24, bounded=True)
+    # One stream still waiting for its first token is read as the slowest: no P90 under target.
+    waiting = {**bounds, "ttft": [0.2] * (COHORT_LEAST - 1) + [INF]}
+    assert growth_evidence(replace(o, bounds=waiting), STREAM_SLA, 0.0, 0.9) is None
+    # Too few, or not far enough under the target for so few.
+    assert (
+        growth_evidence(replace(o, bounds={k: v[1:] for k, v in bounds.items()}), STREAM_SLA, 0.0, 0.9)
+        is None
+    )
+    near = {**bounds, "ttft": [0.4] * COHORT_LEAST}
+    assert growth_evidence(replace(o, bounds=near), STREAM_SLA, 0.0, 0.9) is None
+
+
+def test_bounds_pooled_with_the_epochs_values_need_only_the_band(obs: ObsFactory) -> None:
+    values = {"ttft": [0.5] * 12, "tpot": [0.05] * 12}
+    bounds = {"ttft": [0.7] * 8, "tpot": [0.08] * 8}
+    o = obs(p90={"ttft": 0.5, "tpot": 0.05}, counts={"ttft": 12, "tpot": 12}, values=values, min_samples=20)
+    assert growth_evidence(o, STREAM_SLA, 0.5, 0.9) is None  # 12 of 20 values
+    assert growth_evidence(replace(o, bounds=bounds), STREAM_SLA, 0.5, 0.9) == Growth(
+        pytest.approx(0.8), None, bounded=True
+    )
+    slow = {**bounds, "tpot": [0.095] * 8}  # the pooled TPOT P90 in the band
+    assert growth_evidence(replace(o, bounds=slow), STREAM_SLA, 0.5, 0.9) is None
+
+
+def test_bounds_are_no_evidence_for_a_cut(obs: ObsFactory) -> None:
+    o = obs(p90={"ttft": 0.5}, counts={"ttft": 20}, values={"ttft": [0.5] * 20}, bounds={"ttft": [3.0] * 8})
+    assert over_target(o, STREAM_SLA, 0.01)[0] is None
 
 
 def test_every_signal_on_evidence_is_read_not_only_the_worst(obs: ObsFactory) -> None:

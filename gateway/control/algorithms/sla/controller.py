@@ -102,7 +102,11 @@ Why each rule:
   grows, and so does the rate) or stalled and recovered (the gap is back now) does not stop it.
 - Evidence (sla.verdicts says why): a cut needs the values behind the P90 to show it
   over target, else the limit holds; growth needs every P90 on `min_samples` values, or whole
-  answers' e2e P90 well under target on the requests sent first, those in flight read as the slowest.
+  answers' e2e P90 well under target on the requests sent first, those in flight read as the slowest,
+  or the streams of the burst that began the epoch well under target, those without a value read as
+  the slowest. Growth on a burst waits for no settle: the settle keeps a P90 of requests that ran at
+  an older limit from counting as the new one's, and a burst's requests ran at the limit in force
+  or above it (the room the limiter gives a burst after a quiet spell).
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 
@@ -283,7 +287,7 @@ class SLALimit:
         if (to_batch := self._probes.to_batch(obs, here)) is not None:
             return to_batch
         on = growth_evidence(obs, self.sla, r, self.params.increase_below)
-        if on is not None and self._probes.may_probe(obs):
+        if on is not None and self._probes.may_probe(obs, settled=on.bounded):
             if self._knee is not None and self._knee[0] == limit:
                 self._knee = None  # read under u on evidence since: a limit's newest reading stands
             fresh = self.ledger.fresh(obs.now)

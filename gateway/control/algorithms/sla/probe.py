@@ -208,9 +208,12 @@ class Probes:
             and self._settling.in_force_for >= self._settling.turnover(obs) + self._p.probe_dwell
         )
 
-    def may_probe(self, obs: Observation) -> bool:
-        """Settled, the wait after a failed probe over, and room below the ceiling. A throughput
-        probe needs no P90: at a low limit with long answers 20 first tokens take minutes."""
+    def may_probe(self, obs: Observation, *, settled: bool = False) -> bool:
+        """Settled (or `settled` by the caller's evidence), the wait after a failed probe over, and
+        room below the ceiling. A throughput probe needs no P90: at a low limit with long answers
+        20 first tokens take minutes."""
+        if settled:
+            return self.pacing.due(obs.now) and obs.limit < obs.ceiling
         return self.may_lower(obs) and obs.limit < obs.ceiling
 
     def may_lower(self, obs: Observation) -> bool:

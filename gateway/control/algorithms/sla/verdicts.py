@@ -93,13 +93,18 @@ class Growth(NamedTuple):
     """The worst P90/target."""
     fits: int | None
     """The requests the KV cache holds, as far as one step toward the band may reach."""
+    bounded: bool = False
+    """It stands on a burst's bounds, which describe the limit however long it has been in force:
+    no settle to wait for."""
 
 
 def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | None:
     """What growth may act on, or None while it has not the evidence.
 
     Every measured SLA signal on min_samples values (`evident`): r, and what the KV cache holds
-    (`kv_fits`). Else, where only e2e lacks them, the P90 of the epoch's first requests with those
+    (`kv_fits`). Else, with the burst's bounds pooled in, every such signal within what its values
+    stand for (`bounded_ratio`): the larger of r and that ratio, and `fits_whole` (the burst's
+    requests are young too). Else, where only e2e lacks them, the P90 of the epoch's first requests with those
     in flight read as the slowest (`cohort_p90` of `Observation.e2e_cohort`, at least
     `COHORT_LEAST`), at most COHORT_SHARE x u x the target: the larger of r and its ratio, and what
     the KV cache holds with every request at its full size (`kv_fits_whole`) where that is fewer.
@@ -116,6 +121,8 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
         return None
     if evident(obs, sla):
         return Growth(r, obs.kv_fits)
+    if (bounded := bounded_ratio(obs, sla, u)) is not None:
+        return Growth(max(r, bounded), fits_whole(obs), bounded=True)
     target = sla.target("e2e")
     lacking = [s for s in sla.targets() if s in obs.p90 and obs.counts.get(s, 0) < obs.min_samples]
     if target is None or lacking != ["e2e"]:
@@ -126,10 +133,46 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
     return Growth(max(r, p90 / target), fits_whole(obs))
 
 
+def bounded_ratio(obs: Observation, sla: SLA, u: float) -> float | None:
+    """The worst P90/target over the epoch's values and the burst's bounds (`Observation.bounds`)
+    pooled, if every SLA signal measured there stands on enough values to grow on: under u x its
+    target on `min_samples` values, or under COHORT_SHARE x u x its target on `COHORT_LEAST`; else
+    None.
+
+    A bound is at least what its request would measure had it been sent once arrivals spread out,
+    so the pooled P90 bounds the limit's P90 from above: evidence that the limit has room, never
+    that it has none (a cut reads the epoch's values alone, `over_target`). Fewer values than
+    min_samples stand as the e2e cohort does: the burst is every request in flight when it came,
+    none left out for being slow, and a third of the band leaves room for the noise of its P90.
+    """
+    if not obs.bounds:
+        return None
+    worst: float | None = None
+    for signal, target in sla.targets().items():
+        values = obs.values.get(signal, []) + obs.bounds.get(signal, [])
+        if not values or target <= 0:
+            continue
+        if signal not in obs.values and signal in obs.p90:
+            return None  # read from the backend's histogram: no values to pool with
+        p90 = sorted(values)[math.ceil(0.9 * len(values)) - 1]  # nearest rank
+        band = u if len(values) >= obs.min_samples else COHORT_SHARE * u
+        if len(values) < COHORT_LEAST or p90 >= band * target:
+            return None
+        worst = p90 / target if worst is None else max(worst, p90 / target)
+    return worst
+
+
 def fits_whole(obs: Observation) -> int | None:
     """What the KV cache holds (`kv_fits`), or holds with every request at its full size
-    (`kv_fits_whole`) where that is fewer; None if neither is known."""
-    return min((k for k in (obs.kv_fits, obs.kv_fits_whole) if k is not None), default=None)
+    (`kv_fits_whole`) where that is fewer; None if neither is known. Before any request has
+    finished (no `kv_fits_whole`), at most twice the limit: the requests running then have not
+    reached their size, so what the cache seems to hold is more than it will (a fresh gateway's
+    first 8 streams of 400 tokens read 25 where 17-19 held), and a slow start's doubling is the
+    most that is safe without it."""
+    whole = (
+        obs.kv_fits_whole if obs.kv_fits_whole is not None else None if obs.kv_fits is None else 2 * obs.limit
+    )
+    return min((k for k in (obs.kv_fits, whole) if k is not None), default=None)
 
 
 def gains(a: Entry, b: Entry, min_gain: float, z: float, *, good: bool) -> bool:
