@@ -169,9 +169,9 @@ def fits_whole(obs: Observation) -> int | None:
     reached their size, so what the cache seems to hold is more than it will (a fresh gateway's
     first 8 streams of 400 tokens read 25 where 17-19 held), and a slow start's doubling is the
     most that is safe without it."""
-    whole = (
-        obs.kv_fits_whole if obs.kv_fits_whole is not None else None if obs.kv_fits is None else 2 * obs.limit
-    )
+    whole = obs.kv_fits_whole
+    if whole is None and obs.kv_fits is not None:
+        whole = 2 * obs.limit
     return min((k for k in (obs.kv_fits, whole) if k is not None), default=None)
 
 
