@@ -214,6 +214,10 @@ def test_files_list_pages_and_delete(gateway: Proc) -> None:
 
 
 def test_metrics_count_batches_and_lines(gateway: Proc) -> None:
+    c = client(gateway)
+    file_id = upload(c, jsonl(*(chat_line(f"m{i}", max_tokens=4) for i in range(3))))
+    b = finished(c, c.batches.create(input_file_id=file_id, endpoint=CHAT, completion_window="24h").id)
+    assert b.status == "completed"
     text = httpx.get(f"{gateway.url}/metrics").text
     assert 'gateway_batches{status="completed"}' in text
     assert 'gateway_batch_lines_total{outcome="completed"}' in text
