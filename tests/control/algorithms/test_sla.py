@@ -838,3 +838,16 @@ def test_within_target_the_limit_comes_down_to_the_batch_the_engine_ran(obs: Obs
     assert (d.limit, d.reason) == (32, "probe")
     raised = next(d for t in range(kept + 1, 40) if (d := tick(32, 120.0 + t, float(t))).limit != 32)
     assert raised.limit > 32 and "kept on a measured gain" in raised.detail
+
+
+def test_no_raise_from_a_limit_at_which_the_engine_queued(obs: ObsFactory) -> None:
+    # At 27 the engine ran 25 (its KV cache full) and held 2 in its queue: a raise would only
+    # lengthen that queue, whatever a noisy goodput reading says; the limit stays or comes down.
+    a = algo()
+    seen = []
+    for t in range(60):
+        stats = engine_stats(at=99.8 + t, running=25.0, waiting=2.0)
+        at = replace(measured(obs, 27, 0.3, 100.0 + t), since_change=10.0 + t, counts={"ttft": 50})
+        seen.append(a.update(replace(at, engine_stats=stats, outside_engine=0.0)))
+    assert max(d.limit for d in seen) <= 27
+    assert any("held 2.0 of 27 waiting" in d.detail for d in seen)
