@@ -364,6 +364,7 @@ class Limiter:
         return {
             "algorithm": self.algorithm.name,
             "limit": self.limit,
+            "controlled": self.controlled,
             "ceiling": self._ceiling,
             "kv_ceiling": self._kv.kv_ceiling(),
             "floor": self._floor,

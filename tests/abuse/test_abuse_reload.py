@@ -81,7 +81,8 @@ async def exercise(gw: Proc, path: Path, config: dict, a_cfg: dict, b_cfg: dict)
     workers = [asyncio.create_task(load(gw.url, stop, served, failures)) for _ in range(6)]
     try:
         async with httpx.AsyncClient(base_url=gw.url, timeout=10) as admin:
-            before = (await until(admin, lambda s: s["a"]["limit"] >= 5, "a learned a limit"))["a"]["limit"]
+            learned = await until(admin, lambda s: s["a"]["controlled"] >= 5, "a learned a limit")
+            before = learned["a"]["controlled"]
             tenants = [
                 {"name": "t1", "api_keys": ["key-1"], "weight": 2},
                 {"name": "t2", "api_keys": ["key-2"]},
@@ -98,7 +99,7 @@ async def exercise(gw: Proc, path: Path, config: dict, a_cfg: dict, b_cfg: dict)
             )
             os.kill(gw.pid, signal.SIGHUP)
             after = await until(admin, lambda s: "b" in s, "b added")
-            assert after["a"]["limit"] >= before  # kept, not back to the initial 2
+            assert after["a"]["controlled"] >= before  # kept, not back to the initial 2
             await until(admin, lambda s: s["b"]["in_rotation"] and served["b"] > 0, "b serving")
             key2 = openai.AsyncOpenAI(base_url=f"{gw.url}/v1", api_key="key-2", max_retries=0)
             assert (await key2.completions.create(model=MODEL, prompt="x", max_tokens=2)).choices

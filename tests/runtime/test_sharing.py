@@ -335,14 +335,14 @@ def test_one_controller_decides_from_every_replicas_traffic(sim: Proc, redis: Re
         # It rose: aimd raises a limit only on `min_samples` finished requests since the last change
         # and while the limit binds (in flight or queued). The leader served nothing itself (no
         # queue for the model was ever made there): the evidence was the followers'.
-        assert ours["limit"] > 2
+        assert ours["controlled"] > 2
         assert MODEL not in state(leader)["models"]
         # The followers adopt the leader's limit: the one it holds now, since a tick that ran late
         # on the last samples of the load may still have moved it since `ours` was read.
         deadline = time.monotonic() + 5.0
         while True:
-            theirs = [state(gw)["backends"][0]["limit"] for gw in followers]
-            leaders_limit = state(leader)["backends"][0]["limit"]
+            theirs = [state(gw)["backends"][0]["controlled"] for gw in followers]
+            leaders_limit = state(leader)["backends"][0]["controlled"]
             if theirs == [leaders_limit] * 2:
                 break
             assert time.monotonic() < deadline, (leaders_limit, theirs)
