@@ -212,9 +212,8 @@ class Probes:
         """Settled (or `settled` by the caller's evidence), the wait after a failed probe over, and
         room below the ceiling. A throughput probe needs no P90: at a low limit with long answers
         20 first tokens take minutes."""
-        if settled:
-            return self.pacing.due(obs.now) and obs.limit < obs.ceiling
-        return self.may_lower(obs) and obs.limit < obs.ceiling
+        settled = settled or self._settling.settled(obs)
+        return settled and self.pacing.due(obs.now) and obs.limit < obs.ceiling
 
     def may_lower(self, obs: Observation) -> bool:
         """Settled, and the wait after a failed probe over."""
