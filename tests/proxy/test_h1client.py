@@ -12,7 +12,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.proxy.h1client import HIGH_WATER, RECEIVE_BUFFER, ConnectFailed, H1Client, ResponseBroken
+from gateway.proxy.h1client import (
+    HIGH_WATER,
+    RECEIVE_BUFFER,
+    ConnectFailed,
+    H1Client,
+    Response,
+    ResponseBroken,
+)
 
 
 class RawBackend:
@@ -148,17 +155,25 @@ async def test_an_abandoned_answer_closes_its_connection(backend: RawBackend) ->
     await asyncio.wait_for(backend.closed.wait(), 5)
 
 
+LONG_ANSWER = 8 * HIGH_WATER
+
+
+async def post_for_a_long_answer(backend: RawBackend) -> tuple[H1Client, Response]:
+    """A client and its exchange with `backend`, which answers LONG_ANSWER bytes at once."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % LONG_ANSWER
+    backend.answers = [head + b"x" * LONG_ANSWER]
+    client = H1Client(5.0)
+    return client, await client.post(backend.url, "/", b"", {})
+
+
 async def test_an_answer_nobody_takes_stops_the_reading_past_the_high_water_mark(
     backend: RawBackend,
 ) -> None:
-    size = 8 * HIGH_WATER
-    backend.answers = [b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size + b"x" * size]
-    client = H1Client(5.0)
-    resp = await client.post(backend.url, "/", b"", {})
+    client, resp = await post_for_a_long_answer(backend)
     await asyncio.sleep(0.2)  # give the backend time to send what the client would read
     assert resp._conn.buffered <= 2 * HIGH_WATER
     got = b"".join([chunk async for chunk in resp.chunks()])
-    assert len(got) == size and resp.at_eof()
+    assert len(got) == LONG_ANSWER and resp.at_eof()
     resp.release()
     client.close()
 
@@ -167,13 +182,10 @@ async def test_a_backend_connection_reads_at_most_its_fixed_receive_buffer_at_on
     backend: RawBackend,
 ) -> None:
     # Linux would grow the buffer to megabytes under a fast stream; fixed, one read is bounded.
-    size = 8 * HIGH_WATER
-    backend.answers = [b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size + b"x" * size]
-    client = H1Client(5.0)
-    resp = await client.post(backend.url, "/", b"", {})
+    client, resp = await post_for_a_long_answer(backend)
     sock = resp._conn._transport.get_extra_info("socket")
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) <= 2 * RECEIVE_BUFFER
     chunks = [chunk async for chunk in resp.chunks()]
-    assert sum(map(len, chunks)) == size and max(map(len, chunks)) <= 2 * RECEIVE_BUFFER
+    assert sum(map(len, chunks)) == LONG_ANSWER and max(map(len, chunks)) <= 2 * RECEIVE_BUFFER
     resp.release()
     client.close()
