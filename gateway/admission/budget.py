@@ -8,18 +8,20 @@ worst over the backends that may serve the request) and q the queue's share of t
 
     budget = T - min(E, (1 - q) T) = max(q T, T - E)
 
-and the least over its targets. The P90, the SLA's own quantile: a request admitted is one that,
-waiting its whole budget, still meets its target nine times in ten. Under overload the queue stays
-at its bound and every request served waits about its budget, so the share of them that meets the
-target is the engine's chance of adding at most T - budget: at the median, half the engine's work
-would go to answers that miss (on the real CPU engine at 1.5x its capacity the served TTFT P90
-read 1.13x the target). The controller holds the engine's P90 at (1 - q) T (gateway.config.sla),
-so the queue gets at least q T and whatever the engine leaves beyond; an engine over its share
-does not take the queue's: its limit is the controller's to bring down, and refusing every request
-that must wait would only starve the engine. An admitted request whose predicted wait exceeds its
-budget is refused at once, and one still waiting when its budget runs out is refused then:
-dispatched, its first token would come after the target, taking a slot a request that can still
-meet the SLA could have had (gateway.admission.shedding).
+and the least over its targets. An engine not measured yet is taken at its share, E = (1 - q) T,
+the value the controller holds it to: read as 0, a fresh gateway's first requests could wait the
+whole target and be served late whatever the engine did. The P90, the SLA's own quantile: a
+request admitted is one that, waiting its whole budget, still meets its target nine times in ten.
+Under overload the queue stays at its bound and every request served waits about its budget, so
+the share of them that meets the target is the engine's chance of adding at most T - budget: at
+the median, half the engine's work would go to answers that miss. The controller holds the
+engine's P90 at (1 - q) T (gateway.config.sla), so the queue gets at least q T and whatever the
+engine leaves beyond; an engine over its share does not take the queue's: its limit is the
+controller's to bring down, and refusing every request that must wait would only starve the
+engine. An admitted request whose predicted wait exceeds its budget is refused at once, and one
+still waiting when its budget runs out is refused then: dispatched, its first token would come
+after the target, taking a slot a request that can still meet the SLA could have had
+(gateway.admission.shedding).
 
 Requests that would rather wait say so (`x-queue-timeout`, or their tenant's `queue_timeout`,
 longer than the budget): they are patient, wait up to what they asked, and rank below every
@@ -48,7 +50,8 @@ def wait_budget(sla: SLA, engine: Mapping[Signal, float], queue_share: float) ->
         target = sla.target(signal)
         if target is None:
             continue
-        left = target - min(engine.get(signal, 0.0), (1.0 - queue_share) * target)
+        share = (1.0 - queue_share) * target
+        left = target - min(engine.get(signal, share), share)
         budget = left if budget is None else min(budget, left)
     return budget
 

@@ -26,7 +26,8 @@ def make(
 
 def test_the_budget_is_what_the_engine_leaves_of_the_target_and_at_least_the_queues_share() -> None:
     sla = SLA(ttft_p90=2.0, tpot_p90=0.05)
-    assert wait_budget(sla, {}, 0.25) == 2.0
+    # An engine not measured yet is taken at its share: the queue gets its own, not the target.
+    assert wait_budget(sla, {}, 0.25) == 0.5
     assert wait_budget(sla, {"ttft": 0.5, "tpot": 9.0}, 0.25) == 1.5
     # An engine over its share (1.5 s) does not take the queue's 0.5 s.
     assert wait_budget(sla, {"ttft": 3.0}, 0.25) == 0.5
