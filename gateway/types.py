@@ -190,7 +190,7 @@ class Observation:
     bounds: dict[Signal, list[float]] = field(default_factory=dict)
     """Upper bounds of the limit's latency per signal, from the burst that began the epoch (infinite
     for what its requests have not measured yet): evidence for a raise, never for a cut
-    (gateway.control.evidence)."""
+    (gateway.control.bounds)."""
     delivered_tokens: float = 0.0
     """Output tokens this backend produced for the gateway's requests since the previous tick: its
     own count where the last scrape is fresh and counts no more requests than the gateway has in

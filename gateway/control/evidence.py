@@ -17,23 +17,14 @@ Three sources, merged at each control tick:
     TTFT: a stream older than the TTFT target with no token yet has already missed it; its age
       counts as a TTFT value, a lower bound, so an engine that stops producing first tokens is seen
       before any of them arrives;
-    TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far,
-      max((last - first) / (events - 1), (now - first) / events) / k,
-      the mean gap between its tokens, or the mean had the next event come now, so a stall shows;
-      a finished request's TPOT arrives seconds after a slowdown began, its pace within a second.
+    TPOT: a stream with `PARTIAL_MIN_EVENTS` events counts its pace so far over k
+      (gateway.control.pace), so a stall shows; a finished request's TPOT arrives seconds after a
+      slowdown began, its pace within a second.
   Requests sent before the epoch began describe the old limit and do not count.
 
 Bounds (`bounds`): when the epoch began because a burst filled the limit (`start_epoch(burst=True)`),
-the requests in flight then were sent together and prefill together, so their latency bounds from
-above what the limit shows once arrivals spread out: what they measure counts toward a raise, never
-toward a cut (gateway.control.algorithms.sla.verdicts.growth_evidence). Each stream of it is
-one TTFT and one TPOT value (finished, or its pace per event after `PARTIAL_MIN_EVENTS` events,
-at least the pace per token), infinity while it has not measured it, so a P90 over them is an
-upper bound whatever the slow ones take. Not e2e: whole answers have the cohort (below), the same
-rule for them. Why: at a fresh gateway's limit every request is one of the burst; waiting for
-`min_samples` requests sent after it took two whole answers at that limit (14 s of 4-s answers in
-virtual time), with arrivals waiting in the gateway's queue. A limit change ends them: they
-describe the old limit.
+what the requests in flight then measure bounds the limit's latency from above
+(gateway.control.bounds).
 
 The cohort (`cohort`): the e2e of the epoch's requests in the order they were sent, infinite for
 those in flight. The values finished so far are a biased sample of a limit's latency, the short
@@ -83,11 +74,11 @@ import math
 from collections.abc import Hashable
 from typing import NamedTuple
 
+from gateway.control.bounds import BurstBounds, Watched
+from gateway.control.pace import pace
 from gateway.control.window import SampleWindow, nearest_rank
 from gateway.types import SIGNALS, SLA, Clock, EngineStats, Sample, Signal, StreamProgress
 
-PARTIAL_MIN_EVENTS = 8
-"""Output events an in-flight stream needs before its pace so far counts as a TPOT value."""
 EVENT_MEMORY = 50
 """Finished streams the tokens-per-event estimate mostly rests on."""
 E2E_OVERDUE = 2.0
@@ -142,7 +133,7 @@ class Evidence:
         self.sla = sla if sla is not None else SLA()
         """The targets that make a request in flight overdue; a config reload may change them."""
         self._window = SampleWindow(clock, max_age=window_seconds, max_samples=window_max_samples)
-        self._sent: dict[Hashable, tuple[float, StreamProgress | None]] = {}
+        self._sent: dict[Hashable, Watched] = {}
         """Requests in flight: dispatch time, and a stream's progress."""
         self._counted: dict[Hashable, float] = {}
         """Tokens credited so far to each stream in flight as delivered (its events x k)."""
@@ -154,10 +145,7 @@ class Evidence:
         """Output tokens of requests that finished well, and of those that missed a target, since
         the previous `take_answered`."""
         self._event_size = TokensPerEvent()
-        self._burst: set[Hashable] = set()
-        """The requests in flight when a burst filled the limit, until they finish."""
-        self._burst_values: dict[Signal, list[float]] = {}
-        """What the burst's finished requests measured."""
+        self._bounds = BurstBounds()
 
     @property
     def epoch_start(self) -> float:
@@ -181,8 +169,7 @@ class Evidence:
         """The limit changed at `at`, or a burst filled it (`burst`): what was sent before no longer
         counts, except as the burst's bounds (see the module doc)."""
         self._window.start_epoch(at)
-        self._burst = set(self._sent) if burst else set()
-        self._burst_values = {}
+        self._bounds.start(self._sent if burst else ())
 
     # -- what requests report -----------------------------------------------------------------
 
@@ -198,10 +185,7 @@ class Evidence:
         record `sample` if the request finished well."""
         watched = self._sent.pop(key, None)
         counted = self._counted.pop(key, 0.0)
-        if key in self._burst:
-            self._burst.discard(key)
-            if sample is not None and sample.ok and watched is not None:
-                self._bound(watched, sample)
+        self._bounds.finish(key, watched, sample)
         if sample is None:
             return
         remainder = sample.output_tokens - counted
@@ -216,18 +200,6 @@ class Evidence:
             self._window.add(sample)
             missed = 0 if self.sla.met_by(sample) else sample.output_tokens
             self._answered = (self._answered[0] + sample.output_tokens, self._answered[1] + missed)
-
-    def _bound(self, watched: tuple[float, StreamProgress | None], sample: Sample) -> None:
-        """Keep what a request of the burst measured (its TTFT from its progress, if reported at
-        the first token)."""
-        dispatched_at, progress = watched
-        ttft = sample.ttft
-        if ttft is None and progress is not None and progress.first_at is not None:
-            ttft = progress.first_at - dispatched_at
-        measured: tuple[tuple[Signal, float | None], ...] = (("ttft", ttft), ("tpot", sample.tpot))
-        for signal, value in measured:
-            if value is not None:
-                self._burst_values.setdefault(signal, []).append(value)
 
     # -- what the tick reads ------------------------------------------------------------------
 
@@ -255,33 +227,21 @@ class Evidence:
                 if ttft_bound is not None and age > ttft_bound:
                     live.setdefault("ttft", []).append(age)
                 continue
-            pace = _pace(progress, now)
-            if pace is not None:
+            per_event_pace = pace(progress, now)
+            if per_event_pace is not None:
                 if size is None:
-                    per_event.append(pace)
+                    per_event.append(per_event_pace)
                 else:
-                    live.setdefault("tpot", []).append(pace / size)
+                    live.setdefault("tpot", []).append(per_event_pace / size)
         target = self.sla.tpot_p90
         if per_event and target is not None and _rank(sorted(per_event), 0.9) <= target:
             live["tpot"] = per_event  # even at one token an event, within target
         return live
 
     def bounds(self) -> dict[Signal, list[float]]:
-        """Upper bounds of the limit's latency from the burst that began the epoch, per signal:
-        what its requests measured, infinity for those in flight that have not (see the module doc)."""
-        if not self._burst and not self._burst_values:
-            return {}
-        now = self._clock()
-        found = {signal: list(values) for signal, values in self._burst_values.items()}
-        for key in self._burst:
-            dispatched_at, progress = self._sent[key]
-            if progress is None:
-                continue
-            first, pace = progress.first_at, _pace(progress, now)
-            found.setdefault("ttft", []).append(math.inf if first is None else first - dispatched_at)
-            tpot = math.inf if pace is None else pace / (self._event_size.value or 1.0)
-            found.setdefault("tpot", []).append(tpot)
-        return found
+        """Upper bounds of the limit's latency from the burst that began the epoch, per signal
+        (gateway.control.bounds)."""
+        return self._bounds.read(self._sent, self._clock(), self._event_size.value)
 
     def percentiles(
         self,
@@ -354,15 +314,6 @@ class Evidence:
         that missed an SLA target: goodput is the rest."""
         answered, self._answered = self._answered, (0.0, 0.0)
         return answered
-
-
-def _pace(progress: StreamProgress, now: float) -> float | None:
-    """A stream's seconds per event so far, once it has `PARTIAL_MIN_EVENTS` events: the mean gap,
-    or the mean had the next event come now, whichever is longer (so a stall shows)."""
-    first, last, events = progress.first_at, progress.last_at, progress.events
-    if first is None or last is None or events < PARTIAL_MIN_EVENTS:
-        return None
-    return max((last - first) / (events - 1), (now - first) / events)
 
 
 def _rank(sorted_values: list[float], q: float) -> float:

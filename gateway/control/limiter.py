@@ -18,7 +18,7 @@ Rules:
 - So it does when the limit fills up after `QUIET` seconds in which it never did (and the first
   time it fills): the requests that filled it were sent together, and requests that start
   together prefill together, so their latency describes the burst and not the limit. It bounds
-  the limit's from above: evidence for a raise only (the bounds of gateway.control.evidence). On
+  the limit's from above: evidence for a raise only (gateway.control.bounds). On
   the real engine the first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the
   controller cut within its first five seconds in 11 of 12 runs. The epoch starts before the
   tick that sees the limit full reads the evidence, because short prompts' first tokens come

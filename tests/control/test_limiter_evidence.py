@@ -5,7 +5,8 @@ import math
 import pytest
 from limiter_helpers import Progress
 
-from gateway.control.evidence import E2E_OVERDUE, EVENT_MEMORY, PARTIAL_MIN_EVENTS, Evidence, TokensPerEvent
+from gateway.control.evidence import E2E_OVERDUE, EVENT_MEMORY, Evidence, TokensPerEvent
+from gateway.control.pace import PARTIAL_MIN_EVENTS
 from gateway.types import SLA, EngineStats, Sample
 from tests.clock import FakeClock
 
@@ -304,24 +305,7 @@ def test_the_cohort_is_every_request_of_the_epoch_in_the_order_sent() -> None:
     assert ev.cohort() == []
 
 
-def test_a_burst_bounds_the_limit_with_what_its_streams_measured_and_inf_for_the_rest() -> None:
-    ev, clock = evidence()
-    first = stream(ev, "fast", clock.now, 0.02, PARTIAL_MIN_EVENTS)  # first token 0.1 s after dispatch
-    ev.watch("no token yet", clock.now, Progress())
-    ev.watch("whole", clock.now, None)  # an answer that comes whole bounds nothing
-    clock.now = first.last_at or 0.0
-    ev.start_epoch(clock.now, burst=True)
-    assert ev.live() == {}  # sent before the epoch: not the limit's values
-    bounds = ev.bounds()
-    assert sorted(bounds["ttft"]) == [pytest.approx(0.1), math.inf]
-    assert sorted(bounds["tpot"]) == [pytest.approx(0.02), math.inf]  # k unknown: the pace per event
-    assert "e2e" not in bounds
-    ev.finish("fast", Sample(dispatched_at=clock.now, e2e=1.0, tpot=0.03, output_tokens=30))
-    ev.finish("no token yet", None)  # failed: nothing measured
-    assert ev.bounds() == {"ttft": [pytest.approx(0.1)], "tpot": [0.03]}  # TTFT from its progress
-
-
-def test_a_limit_change_ends_the_bursts_bounds_and_only_a_burst_has_them() -> None:
+def test_a_burst_that_fills_the_limit_gives_bounds_until_the_limit_changes() -> None:
     ev, clock = evidence()
     stream(ev, 1, clock.now, 0.02, PARTIAL_MIN_EVENTS)
     ev.start_epoch(clock.now + 1.0)
