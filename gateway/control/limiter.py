@@ -113,8 +113,10 @@ class Limiter:
         self._inflight = InFlight(self._limit, self)
         self._last_decision: Decision | None = None
         self.engine_p90: dict[Signal, float] = {}
-        """The newest P90 of each signal the algorithm was shown (engine-side, from dispatch): what
-        admission allows the engine to add to a request's wait (gateway.admission.budget)."""
+        """The newest P90 of each signal measured (engine-side, from dispatch): the algorithm's at
+        each tick, and an epoch's own as it ends, so it stands until the next epoch measures (the
+        requests that start one are often all in flight, none measured): what admission allows
+        the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
         self._binding_at = -math.inf  # the last tick at which the limit held traffic back
@@ -351,6 +353,7 @@ class Limiter:
         return stats.generated(inflight, seconds)
 
     def _start_epoch(self, at: float, *, burst: bool = False) -> None:
+        self.engine_p90.update(self.p90())
         self._epoch_at = at
         self._evidence.start_epoch(at, burst=burst)
 

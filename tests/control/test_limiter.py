@@ -125,6 +125,22 @@ def test_the_burst_that_fills_a_quiet_limit_is_not_its_evidence() -> None:
     assert (d.reason, d.limit) == ("p90_over_target", 4)
 
 
+def test_the_engine_p90_that_admission_reads_outlives_the_epoch_that_measured_it() -> None:
+    # A fresh gateway's first requests measure TTFT, and the burst that fills the limit before its
+    # first tick starts an epoch with none measured: the wait budget still reads what they showed.
+    lim, clock = limiter()
+    assert lim.engine_p90 == {}
+    first = [lim.acquire() for _ in range(3)]
+    for s in first:
+        s.first_token(clock.now, 0.2)
+    clock.now += 1.0
+    burst = [lim.acquire() for _ in range(lim.limit - len(first))]
+    lim.tick(queued=3)  # the burst binds: a new epoch, nothing of it measured
+    assert lim.p90() == {} and lim.engine_p90["ttft"] == pytest.approx(0.2)
+    for s in first + burst:
+        s.release(None)
+
+
 def test_the_bursts_first_tokens_that_came_before_the_tick_are_not_its_evidence() -> None:
     # Short prompts: the burst's first tokens arrive before the tick that sees the limit full.
     lim, clock = limiter("aimd", {"backoff": 0.5}, min_samples=8)
