@@ -9,8 +9,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from gateway.config import GatewayConfig
     from gateway.config.source import ConfigSource
+
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 _ALGORITHMS = ("sla", "aimd", "gradient", "fixed")
 
@@ -80,7 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_serve(sub)
+    _add_demo(sub)
+    _add_check_config(sub)
 
+    from gateway.sim import cli as sim_cli
+
+    sim_cli.configure_parser(
+        sub.add_parser(
+            "sim", help="one simulated vLLM server: continuous batching, paged KV cache, vLLM's metrics"
+        )
+    )
+    return parser
+
+
+def _add_serve(sub: Subparsers) -> None:
     serve = sub.add_parser(
         "serve", help="run the gateway in front of vLLM servers (--config FILE or --backend URL ...)"
     )
@@ -108,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_gateway_flags(serve)
 
+
+def _add_demo(sub: Subparsers) -> None:
     demo = sub.add_parser(
         "demo", help="the gateway in front of two simulated vLLM servers on localhost; no GPU needed"
     )
@@ -117,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--model", help="model name the backends serve (default: the profile's)")
 
+
+def _add_check_config(sub: Subparsers) -> None:
     check = sub.add_parser(
         "check-config", help="validate a config file (exit 2 on problems); --probe asks each backend"
     )
@@ -127,15 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="also ask each backend what it is (/health, /version, /v1/models, /metrics); exit 1 "
         "if one is unreachable or unusable",
     )
-
-    from gateway.sim import cli as sim_cli
-
-    sim_cli.configure_parser(
-        sub.add_parser(
-            "sim", help="one simulated vLLM server: continuous batching, paged KV cache, vLLM's metrics"
-        )
-    )
-    return parser
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
