@@ -105,26 +105,7 @@ class OpenAIEndpoints:
         tenant = self._tenants.tenant_of(head.auth) if background is None else background
         parsed = parse_body(body, head.session, tenant)
         model, streaming, route = parsed.model, parsed.streaming, parsed.route
-        pool = self._pool
-        if not pool.known(model):
-            if pool.undiscovered():
-                # Some backend never answered, so "no such model" may not be true yet. The name is
-                # the client's: it is counted under one label, not a series of its own.
-                self._telemetry.rejected(UNKNOWN_MODEL, "no_backend")
-                raise GatewayError(
-                    503,
-                    f"no healthy backend is known to serve `{model}` yet: "
-                    f"{', '.join(b.name for b in pool.undiscovered())} not reachable",
-                    "no_backend",
-                    retry_after=self._config.health.interval * 2,
-                )
-            served = ", ".join(pool.models()) or "none in rotation now"
-            raise GatewayError(
-                404,
-                f"The model `{model}` does not exist. Served models: {served}.",
-                "model_not_found",
-                param="model",
-            )
+        self._require_known(model)
         default, maximum = self._priority.get(tenant, (0, 0))
         ticket = Ticket(
             tenant=tenant,
@@ -153,6 +134,30 @@ class OpenAIEndpoints:
         finally:
             if hold is not None and self._tenancy is not None:
                 self._tenancy.gate.finish(hold)
+
+    def _require_known(self, model: str) -> None:
+        """Raise 404 `model_not_found` for a model no backend serves, or 503 `no_backend` while
+        some backend has never answered (so "no such model" may not be true yet)."""
+        pool = self._pool
+        if pool.known(model):
+            return
+        if pool.undiscovered():
+            # The name is the client's: it is counted under one label, not a series of its own.
+            self._telemetry.rejected(UNKNOWN_MODEL, "no_backend")
+            raise GatewayError(
+                503,
+                f"no healthy backend is known to serve `{model}` yet: "
+                f"{', '.join(b.name for b in pool.undiscovered())} not reachable",
+                "no_backend",
+                retry_after=self._config.health.interval * 2,
+            )
+        served = ", ".join(pool.models()) or "none in rotation now"
+        raise GatewayError(
+            404,
+            f"The model `{model}` does not exist. Served models: {served}.",
+            "model_not_found",
+            param="model",
+        )
 
     async def _admit_quota(self, ticket: Ticket, model: str) -> Hold | None:
         """The tenant's quotas take this request, or it is refused 429 `rate_limit_exceeded`."""
