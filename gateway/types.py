@@ -175,7 +175,7 @@ class Observation:
     """Preemptions counted by the backend since the previous tick."""
     since_change: float = 0.0
     """Seconds since the evidence's epoch began: the limit last changed, or it filled up after a
-    quiet spell (gateway.control.limiter)."""
+    quiet spell (gateway.control.room)."""
     min_samples: int = 1
     """Samples needed since the last change before latency may move the limit."""
     p90_e2e_per_token: float | None = None

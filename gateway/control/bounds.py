@@ -1,6 +1,6 @@
 """Upper bounds of a limit's latency from the burst that filled it.
 
-When an epoch begins because a burst filled the limit (gateway.control.limiter), the requests in
+When an epoch begins because a burst filled the limit (gateway.control.room), the requests in
 flight then were sent together and prefill together, so their latency bounds from above what the
 limit shows once arrivals spread out: what they measure counts toward a raise, never toward a cut
 (gateway.control.algorithms.sla.verdicts.growth_evidence). Each stream of the burst is one TTFT and

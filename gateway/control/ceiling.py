@@ -26,7 +26,7 @@ Rules:
   answers do not say their prompt tokens (streams without usage) the mean is too small and this
   ceiling too high, so they stay under the footprint one as well.
 - Before any request has finished, the sizes requests declare say how many a burst may bring in
-  at once (the limiter's burst rule): a fresh gateway takes its first burst where the cache holds
+  at once (the burst room, gateway.control.room): a fresh gateway takes its first burst where the cache holds
   it instead of at its first limit, which on the real CPU engine waited 2-4 s for answers with
   arrivals queued in the gateway. Only there: the prompt is estimated from its characters, which
   for random-token text read 140 tokens of 200, so the algorithm grows on measured sizes alone.

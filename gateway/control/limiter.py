@@ -8,29 +8,21 @@ The limiter wires them: slots report to it, it forwards to the evidence and the 
     ceiling   = max_limit, or the KV ceiling when lower (for algorithms that respect it), or the
                 requests the engine took when it last refused one as busy (`engine_busy`), >= floor
     limit     = clamp(algorithm's limit, floor, ceiling), applied at each tick
-    in force  = min(limit, ceiling), lowered at once when a scrape lowers the ceiling
+    in force  = min(limit, ceiling) or a burst's room (gateway.control.room), lowered at once when
+                a scrape lowers the ceiling
 
 Rules:
 - The algorithm sees P90s over the newest `control_samples` values of the current epoch, so a step
   change shows within a few seconds instead of when the whole window has turned over; `state()`
   and `p90()` report the whole window.
 - When the limit changes a new epoch starts: the evidence of the old limit no longer counts.
-- So it does when the limit fills up after `QUIET` seconds in which it never did (and the first
-  time it fills): the requests that filled it were sent together, and requests that start
-  together prefill together, so their latency describes the burst and not the limit. It bounds
-  the limit's from above: evidence for a raise only (gateway.control.bounds). On
-  the real engine the first batch of a fresh gateway read 1.2-3.3x the TPOT target, and the
-  controller cut within its first five seconds in 11 of 12 runs. The epoch starts before the
-  tick that sees the limit full reads the evidence, because short prompts' first tokens come
-  before that tick: a fresh gateway read its first batch's at 2.6x a TTFT target that the steady
-  load met, and cut from 8 to 4. Only ticks that saw the limit idle make those seconds: a tick
-  that comes late (a busy host) saw nothing in between, and taking the gap for a quiet spell
-  threw away the evidence every 10-12 s and held a limit of 8 for 30 s.
-- A burst after a quiet spell is taken in at once where the engine has room for it: while the limit
-  has held nothing back for `QUIET` seconds, the limit in force is at least W, the requests the KV
-  cache holds with every request whole (before any answer, as requests declare their size:
-  `KVCeiling.burst_ceiling`), so none preempts another; the
-  tick that sees the limit full ends it, and the algorithm judges what it showed as a burst's.
+- So it does when a burst fills the limit after a quiet spell (gateway.control.room): what those
+  requests show bounds the limit's latency from above, evidence for a raise only
+  (gateway.control.bounds). The epoch starts before the tick that sees the limit full reads the
+  evidence, because short prompts' first tokens come before that tick: a fresh gateway read its
+  first batch's at 2.6x a TTFT target that the steady load met, and cut from 8 to 4.
+- A burst after a quiet spell is taken in at once where the engine has room for it (the room in
+  gateway.control.room); a fixed limit gets none, it is obeyed as configured.
 - A decision outside [floor, ceiling] is clamped and its direction restated against the old limit,
   so what is reported is what was applied.
 - The limiter tells no one of a rise: whoever calls `tick`, `adopt` or `observe` hands the room to
@@ -42,7 +34,6 @@ Rules:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -51,6 +42,7 @@ from gateway.control.busy import BusyCeiling
 from gateway.control.ceiling import KVCeiling
 from gateway.control.counters import CounterDelta
 from gateway.control.evidence import Evidence
+from gateway.control.room import BurstRoom
 from gateway.control.slots import InFlight, Slot
 from gateway.control.window import nearest_rank
 from gateway.types import (
@@ -63,9 +55,6 @@ from gateway.types import (
     Signal,
     StreamProgress,
 )
-
-QUIET = 2.0
-"""Seconds without the limit binding after which the requests that fill it again are a burst."""
 
 
 class Limiter:
@@ -119,8 +108,7 @@ class Limiter:
         the engine to add to a request's wait (gateway.admission.budget)."""
         self._last_change_at = clock()
         self._last_tick_at = self._last_change_at
-        self._binding_at = -math.inf  # the last tick at which the limit held traffic back
-        self._idle_at = self._last_change_at  # the last tick at which it did not
+        self._room = BurstRoom(self._last_change_at)
         self._epoch_at = self._last_change_at
         self._start_epoch(self._last_change_at)
 
@@ -148,7 +136,7 @@ class Limiter:
     @property
     def controlled(self) -> int:
         """The algorithm's limit under the ceiling: the limit in force less any room a burst after a
-        quiet spell has (the burst rule in the module doc)."""
+        quiet spell has (gateway.control.room)."""
         return min(self._limit, self._ceiling)
 
     @property
@@ -236,14 +224,10 @@ class Limiter:
         return self._kv.whole_request_ceiling()
 
     def _in_force(self) -> int:
-        """The limit in force: the algorithm's under the ceiling; while the limit has held nothing
-        back for `QUIET` seconds, at least what the KV cache holds with every request whole (the
-        burst rule in the module doc)."""
-        limit = self.controlled
-        whole = self._kv.burst_ceiling()
-        if whole is None or self._fixed() or self._idle_at - self._binding_at < QUIET:
-            return limit
-        return max(limit, min(whole, self._ceiling))
+        """The limit in force: the algorithm's under the ceiling, with a burst's room after a quiet
+        spell (gateway.control.room), none for a fixed limit."""
+        whole = None if self._fixed() else self._kv.burst_ceiling()
+        return self._room.in_force(self.controlled, whole, self._ceiling)
 
     def _fixed(self) -> bool:
         """A fixed limit is obeyed as configured: no burst room."""
@@ -280,7 +264,7 @@ class Limiter:
         self._refresh_ceiling()
         peak, interval = max(self._inflight.peak, inflight), now - self._last_tick_at
         binding = binds(peak, self._limit, queued)
-        if binding and self._idle_at - self._binding_at >= QUIET:
+        if self._room.tick(now, binding):
             self._start_epoch(now, burst=True)  # filled by a burst: what it shows is the burst's
         obs = self._observe(now, queued, inflight, peak, interval)
         self.engine_p90.update(obs.p90)
@@ -294,10 +278,6 @@ class Limiter:
             self._limit = new
             self._last_change_at = now
             self._start_epoch(now)
-        if binding:
-            self._binding_at = now
-        else:
-            self._idle_at = now
         self._inflight.set_limit(self._in_force())
         self._last_decision = decision
         return decision

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from limiter_helpers import Progress
 
 from gateway.control.algorithms import create
-from gateway.control.limiter import QUIET, Limiter
+from gateway.control.limiter import Limiter
+from gateway.control.room import QUIET
 from gateway.control.slots import Slot
 from gateway.types import SLA, Decision, Direction, EngineStats, Observation, Sample
 from tests.clock import FakeClock

@@ -49,7 +49,7 @@ Why each rule:
 - Not binding: a limit that holds nothing back has produced no evidence about itself, so quiet
   periods and traffic that bypasses the gateway cannot move it, and an idle backend keeps its limit
   for the next burst: a limit fallen back while it idled queues in the gateway what the engine
-  would batch at once. What a burst after a quiet spell may take is the limiter's (gateway.control.limiter).
+  would batch at once. What a burst after a quiet spell may take is the burst room's (gateway.control.room).
 - Infeasible: when latency does not fall as the limit falls, every cut only starves the engine,
   so the limit climbs on throughput instead (sla.probe says how and why). A floor
   waits, held, until the lowest limit has been measured for `floor_dwell`: a slowdown that passes
