@@ -188,9 +188,10 @@ class Observation:
     """The e2e of every request sent since the epoch began, in the order they were sent, infinite for
     those still in flight: unlike the values finished so far, it leaves out none of the slow ones."""
     bounds: dict[Signal, list[float]] = field(default_factory=dict)
-    """Upper bounds of the limit's latency per signal, from the burst that began the epoch (infinite
-    for what its requests have not measured yet): evidence for a raise, never for a cut
-    (gateway.control.bounds)."""
+    """Upper bounds of the limit's latency per signal beside `values`: what the burst that began the
+    epoch measured (gateway.control.bounds), and infinity for each request of the burst or of the
+    epoch in flight that has not measured the signal yet: evidence for a raise, never for a cut
+    (gateway.control.evidence)."""
     delivered_tokens: float = 0.0
     """Output tokens this backend produced for the gateway's requests since the previous tick: its
     own count where the last scrape is fresh and counts no more requests than the gateway has in

@@ -315,3 +315,20 @@ def test_a_burst_that_fills_the_limit_gives_bounds_until_the_limit_changes() -> 
     ev.start_epoch(clock.now + 3.0)
     ev.finish(1, Sample(dispatched_at=clock.now, e2e=1.0, ttft=0.1, tpot=0.03, output_tokens=30))
     assert ev.bounds() == {}
+
+
+def test_the_epochs_requests_in_flight_without_a_value_are_infinite_bounds() -> None:
+    """A stream with no first token, one with too few events for a pace, a request not yet overdue:
+    none is left out of the bounds as if it were fast; what has a value is not bounded again."""
+    ev, clock = evidence(sla=SLA(ttft_p90=1.0, tpot_p90=0.1, e2e_p90=10.0))
+    stream(ev, "paced", clock.now, 0.02, PARTIAL_MIN_EVENTS)
+    stream(ev, "young", clock.now, 0.02, PARTIAL_MIN_EVENTS - 1)
+    ev.watch("waiting", clock.now, Progress())
+    ev.watch("whole", clock.now, None)
+    clock.now += 0.5
+    assert ev.bounds() == {"ttft": [math.inf], "tpot": [math.inf] * 2, "e2e": [math.inf] * 4}
+    assert sorted(ev.live()) == ["tpot"]  # the paced stream's value
+    clock.now += 1.0  # the waiting stream is overdue: its age is a TTFT value, not a bound
+    assert "ttft" not in ev.bounds() and "ttft" in ev.live()
+    ev.start_epoch(clock.now)  # a limit change: they describe the old limit, neither value nor bound
+    assert ev.bounds() == {} and ev.live() == {}

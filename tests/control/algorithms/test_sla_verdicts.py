@@ -158,6 +158,17 @@ def test_bounds_pooled_with_the_epochs_values_need_only_the_band(obs: ObsFactory
     assert growth_evidence(replace(o, bounds=slow), STREAM_SLA, 0.5, 0.9) is None
 
 
+def test_values_with_every_request_in_flight_counted_need_no_settle(obs: ObsFactory) -> None:
+    """Twenty values well under target and the epoch's streams in flight all measured: nothing was
+    left out for being slow, so growth need not wait for the settle. Three streams still without a
+    first token, read at their worst, put the pooled P90 at infinity: the values stand, after it."""
+    values = {"ttft": [0.3] * 20, "tpot": [0.03] * 20}
+    o = obs(p90={"ttft": 0.3, "tpot": 0.03}, counts={"ttft": 20, "tpot": 20}, values=values, kv_fits=30)
+    assert growth_evidence(o, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=True)
+    waiting = replace(o, bounds={"ttft": [INF] * 3, "tpot": [INF] * 3})
+    assert growth_evidence(waiting, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=False)
+
+
 def test_bounds_are_no_evidence_for_a_cut(obs: ObsFactory) -> None:
     o = obs(p90={"ttft": 0.5}, counts={"ttft": 20}, values={"ttft": [0.5] * 20}, bounds={"ttft": [3.0] * 8})
     assert over_target(o, STREAM_SLA, 0.01)[0] is None

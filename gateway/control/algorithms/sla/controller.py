@@ -105,13 +105,15 @@ Why each rule:
   the last raise) landed outside the engine and the rate did not rise, raising further only
   lengthens that queue, so growth stops; a front end that holds requests on their way in (the gap
   grows, and so does the rate) or stalled and recovered (the gap is back now) does not stop it.
-- Evidence (sla.verdicts says why): a cut needs the values behind the P90 to show it
-  over target, else the limit holds; growth needs every P90 on `min_samples` values, or whole
-  answers' e2e P90 well under target on the requests sent first, those in flight read as the slowest,
-  or the streams of the burst that began the epoch well under target, those without a value read as
-  the slowest. Growth on a burst waits for no settle: the settle keeps a P90 of requests that ran at
-  an older limit from counting as the new one's, and a burst's requests ran at the limit in force
-  or above it (the room the limiter gives a burst after a quiet spell).
+- Evidence (sla.verdicts says why): a cut needs the values behind the P90 to show it over target,
+  else the limit holds; growth needs every P90 on `min_samples` values, or whole answers' e2e P90
+  well under target on the requests sent first, those in flight read as the slowest, or the epoch's
+  values with the bounds pooled in (the streams of the burst that began the epoch, and every request
+  in flight without a value read as the slowest) well under target. Growth on those bounds waits for
+  no settle: the settle keeps the fast requests that come back first from standing for the new
+  limit, and with every request in flight counted at its worst none is left out for being slow; a
+  request sent since a change ran beside the older limit's still in flight, at most the new limit
+  after a raise, more after a cut, where it only reads higher.
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 

@@ -94,20 +94,21 @@ class Growth(NamedTuple):
     fits: int | None
     """The requests the KV cache holds, as far as one step toward the band may reach."""
     bounded: bool = False
-    """It stands on a burst's bounds, which describe the limit however long it has been in force:
-    no settle to wait for."""
+    """It stands on upper bounds (`bounded_ratio`), which describe the limit however long it has
+    been in force: no settle to wait for."""
 
 
 def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | None:
     """What growth may act on, or None while it has not the evidence.
 
     Every measured SLA signal on min_samples values (`evident`): r, and what the KV cache holds
-    (`kv_fits`). Else, with the burst's bounds pooled in, every such signal within what its values
-    stand for (`bounded_ratio`): the larger of r and that ratio, and `fits_whole` (the burst's
-    requests are young too). Else, where only e2e lacks them, the P90 of the epoch's first requests with those
-    in flight read as the slowest (`cohort_p90` of `Observation.e2e_cohort`, at least
-    `COHORT_LEAST`), at most COHORT_SHARE x u x the target: the larger of r and its ratio, and what
-    the KV cache holds with every request at its full size (`kv_fits_whole`) where that is fewer.
+    (`kv_fits`), bounded if `bounded_ratio` stands too. Else, with the bounds pooled in, every such
+    signal within what its values stand for (`bounded_ratio`): the larger of r and that ratio, and
+    `fits_whole` (the requests measured are young too). Else, where only e2e lacks them, the P90 of
+    the epoch's first requests with those in flight read as the slowest (`cohort_p90` of
+    `Observation.e2e_cohort`, at least `COHORT_LEAST`), at most COHORT_SHARE x u x the target: the
+    larger of r and its ratio, and what the KV cache holds with every request at its full size
+    (`kv_fits_whole`) where that is fewer.
     Why: whole answers come slowly (20 of them at limit 8 took 14-17 s on a CPU engine), and the
     first to finish are the short ones: a P90 of fewer values finished so far read low after every
     raise. The requests sent first, with the unfinished ones at the top, are no such selection: their
@@ -120,7 +121,7 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
     if r >= u:
         return None
     if evident(obs, sla):
-        return Growth(r, obs.kv_fits)
+        return Growth(r, obs.kv_fits, bounded=bounded_ratio(obs, sla, u) is not None)
     if (bounded := bounded_ratio(obs, sla, u)) is not None:
         return Growth(max(r, bounded), fits_whole(obs), bounded=True)
     target = sla.target("e2e")
@@ -134,19 +135,17 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
 
 
 def bounded_ratio(obs: Observation, sla: SLA, u: float) -> float | None:
-    """The worst P90/target over the epoch's values and the burst's bounds (`Observation.bounds`)
-    pooled, if every SLA signal measured there stands on enough values to grow on: under u x its
-    target on `min_samples` values, or under COHORT_SHARE x u x its target on `COHORT_LEAST`; else
-    None.
+    """The worst P90/target over the epoch's values and the bounds (`Observation.bounds`) pooled, if
+    every SLA signal measured there stands on enough values to grow on: under u x its target on
+    `min_samples` values, or under COHORT_SHARE x u x its target on `COHORT_LEAST`; else None.
 
-    A bound is at least what its request would measure had it been sent once arrivals spread out,
-    so the pooled P90 bounds the limit's P90 from above: evidence that the limit has room, never
-    that it has none (a cut reads the epoch's values alone, `over_target`). Fewer values than
-    min_samples stand as the e2e cohort does: the burst is every request in flight when it came,
-    none left out for being slow, and a third of the band leaves room for the noise of its P90.
+    A burst's bound is at least what its request would measure had it been sent once arrivals
+    spread out, and a request in flight without a value reads as the slowest, so the pooled P90
+    bounds the limit's P90 from above: evidence that the limit has room, never that it has none (a
+    cut reads the epoch's values alone, `over_target`). Fewer values than min_samples stand as the
+    e2e cohort does: none is left out for being slow, and a third of the band leaves room for the
+    noise of its P90.
     """
-    if not obs.bounds:
-        return None
     worst: float | None = None
     for signal, target in sla.targets().items():
         values = obs.values.get(signal, []) + obs.bounds.get(signal, [])
