@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from gateway.proxy.errors import GatewayError
 from gateway.server.connection_cap import Connections
-from gateway.server.listener import raw_response
+from gateway.server.refusals import raw_response
 
 log = logging.getLogger("gateway.server.acceptor")
 

@@ -29,7 +29,7 @@ header size limit; these rules do (values in `ListenLimits`):
   Aborts reset the connection (SO_LINGER 0), so the kernel drops the unread data at once too. The
   kernel's send buffer is fixed at `send_buffer` (Linux would grow it to 4 MiB): what a stalled
   client makes the gateway relay before the timeout starts is that much, not megabytes.
-Refusals are written straight to the transport in OpenAI's error shape, with `connection: close`.
+Refusals are written straight to the transport (gateway.server.refusals).
 
 An application may end a response it cannot finish (a backend body that broke off after the headers
 went out) by calling `scope["extensions"][ABORT]()`: the client sees a broken transfer, never a
@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http
 import logging
-import os
 import socket
 import struct
 from collections.abc import Callable
@@ -57,6 +55,7 @@ from gateway.config.listen import ListenLimits
 from gateway.proxy.asgi import ABORT, GONE
 from gateway.proxy.errors import GatewayError
 from gateway.server.connection_cap import Connections
+from gateway.server.refusals import raw_response, upgrade_refusal
 
 log = logging.getLogger("gateway.server.listener")
 
@@ -224,7 +223,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         if self.parser.should_upgrade():
-            self._refusal = _upgrade_refusal(self.parser.get_method(), self.headers)
+            self._refusal = upgrade_refusal(self.parser.get_method(), self.headers)
             raise _Refused
         self._heads += 1
         self._reading_head = False
@@ -363,25 +362,3 @@ class GuardedProtocol(HttpToolsProtocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
-
-
-def _upgrade_refusal(method: bytes, headers: list[tuple[bytes, bytes]]) -> GatewayError:
-    """400 for a request asking to switch protocols, naming (an excerpt of) what it asked for."""
-    if method == b"CONNECT":
-        return GatewayError(400, "CONNECT is not served: send HTTP/1.1 requests", "unsupported_upgrade")
-    wanted = next((value for name, value in headers if name == b"upgrade"), b"")
-    excerpt = wanted[:64].decode("ascii", "replace")
-    return GatewayError(
-        400, f"protocol switch to {excerpt!r} is not served: send HTTP/1.1 requests", "unsupported_upgrade"
-    )
-
-
-def raw_response(err: GatewayError) -> bytes:
-    """A complete HTTP/1.1 response for `err`, closing the connection."""
-    body = err.body()
-    head = [f"HTTP/1.1 {err.status} {http.HTTPStatus(err.status).phrase}".encode()]
-    head.extend(name + b": " + value for name, value in err.headers())
-    head.append(b"x-request-id: " + os.urandom(12).hex().encode())
-    head.append(b"content-length: %d" % len(body))
-    head.append(b"connection: close")
-    return b"\r\n".join(head) + b"\r\n\r\n" + body
