@@ -21,7 +21,8 @@ from gateway.config import BackendConfig, GatewayConfig
 from gateway.config.source import ConfigSource
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.metrics.telemetry import Telemetry
-from gateway.pool.backends import Backend, Pool, build_backend
+from gateway.pool.backends import Backend, build_backend
+from gateway.pool.pool import Pool
 from gateway.proxy.asgi import respond_error, send_json
 from gateway.proxy.endpoints import OpenAIEndpoints
 from gateway.proxy.errors import GatewayError

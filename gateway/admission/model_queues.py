@@ -13,7 +13,8 @@ from gateway.admission import AdmissionQueue
 from gateway.admission.budget import wait_budget
 from gateway.admission.fairness import Pricing
 from gateway.config import GatewayConfig
-from gateway.pool.backends import Backend, Lease, Pool
+from gateway.pool.backends import Backend, Lease
+from gateway.pool.pool import Pool
 from gateway.types import Clock
 
 

@@ -1,6 +1,6 @@
 """What a request brings to admission (`Ticket`), and what admission needs of the pool (`SlotSource`).
 
-Admission does not import the pool (gateway.pool.backends): it sees it through `SlotSource`, so the queue's
+Admission does not import the pool (gateway.pool.pool): it sees it through `SlotSource`, so the queue's
 rules can be tested against a counting stand-in. The protocol is generic in the lease type, so a
 queue over the real pool hands out the pool's own `Lease` and no caller has to cast it back.
 """

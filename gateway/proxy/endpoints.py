@@ -19,7 +19,7 @@ import functools
 from gateway.admission import Ticket
 from gateway.config import GatewayConfig
 from gateway.metrics.telemetry import UNKNOWN_MODEL, Telemetry
-from gateway.pool.backends import Pool
+from gateway.pool.pool import Pool
 from gateway.proxy.asgi import ABORT, GONE, REQUEST_ID, ClientGone, read_body, respond_error
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome, shutting_down

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from gateway.admission.model_queues import ModelQueues
 from gateway.config import GatewayConfig
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
+from gateway.pool.pool import Pool
 from gateway.routing import Strategy
 from gateway.types import Clock
 

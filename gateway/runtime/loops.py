@@ -26,8 +26,9 @@ from typing import Protocol
 from gateway.admission.model_queues import ModelQueues
 from gateway.config import GatewayConfig
 from gateway.metrics import Metrics
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
 from gateway.pool.monitor import BackendMonitor
+from gateway.pool.pool import Pool
 from gateway.proxy.upstream import Upstream
 from gateway.runtime.looplag import watch_loop_lag
 from gateway.runtime.supervise import supervise

@@ -35,7 +35,8 @@ from gateway.admission.model_queues import ModelQueues
 from gateway.config import BackendConfig, ConfigError, GatewayConfig
 from gateway.config.source import ConfigSource
 from gateway.control import algorithms
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
+from gateway.pool.pool import Pool
 from gateway.proxy.endpoints import OpenAIEndpoints
 from gateway.proxy.forwarder import Forwarder
 from gateway.proxy.routes import Router

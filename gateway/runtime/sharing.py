@@ -29,7 +29,8 @@ from gateway.coordination.coordinator import FAILURES, Coordinator
 from gateway.coordination.pump import SlotPump
 from gateway.coordination.samples import SampleStream
 from gateway.coordination.wakeups import ReleaseListener
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
+from gateway.pool.pool import Pool
 from gateway.types import Clock, Decision, Sample
 
 POLL_SECONDS = 0.5

@@ -16,7 +16,8 @@ from gateway import routing
 from gateway.config import BackendConfig, HealthConfig
 from gateway.control import algorithms
 from gateway.control.limiter import Limiter
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
+from gateway.pool.pool import Pool
 from gateway.routing import RouteKey
 from gateway.types import SLA
 from loadtests.routing.workloads import Text

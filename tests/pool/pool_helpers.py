@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from gateway.pool.backends import Lease, Pool
+from gateway.pool.backends import Lease
+from gateway.pool.pool import Pool
 from gateway.routing import RouteKey
 
 

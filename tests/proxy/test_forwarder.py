@@ -20,7 +20,8 @@ from gateway.control import algorithms
 from gateway.control.limiter import Limiter
 from gateway.metrics import Metrics
 from gateway.metrics.telemetry import Telemetry
-from gateway.pool.backends import Backend, Pool
+from gateway.pool.backends import Backend
+from gateway.pool.pool import Pool
 from gateway.proxy.errors import GatewayError
 from gateway.proxy.forwarder import Forwarder, Outbound, Outcome
 from gateway.proxy.upstream import Upstream
