@@ -184,14 +184,14 @@ class Observation:
     """How many values each P90 stands on (a P90 read from the backend's histogram: min_samples)."""
     values: dict[Signal, list[float]] = field(default_factory=dict)
     """The values behind each P90, sorted (none for a P90 read from the backend's histogram)."""
-    e2e_cohort: list[float] = field(default_factory=list)
-    """The e2e of every request sent since the epoch began, in the order they were sent, infinite for
-    those still in flight: unlike the values finished so far, it leaves out none of the slow ones."""
+    cohorts: dict[Signal, list[float]] = field(default_factory=dict)
+    """Per signal, the value of every request sent since the epoch began, in the order they were
+    sent, infinite for those in flight that have not measured it: unlike the values finished so
+    far, it leaves out none of the slow ones (gateway.control.evidence)."""
     bounds: dict[Signal, list[float]] = field(default_factory=dict)
-    """Upper bounds of the limit's latency per signal beside `values`: what the burst that began the
-    epoch measured (gateway.control.bounds), and infinity for each request of the burst or of the
-    epoch in flight that has not measured the signal yet: evidence for a raise, never for a cut
-    (gateway.control.evidence)."""
+    """Upper bounds of the limit's latency per signal, from the burst that began the epoch (infinite
+    for what its requests have not measured yet): evidence for a raise, never for a cut
+    (gateway.control.bounds)."""
     delivered_tokens: float = 0.0
     """Output tokens this backend produced for the gateway's requests since the previous tick: its
     own count where the last scrape is fresh and counts no more requests than the gateway has in

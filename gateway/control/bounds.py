@@ -1,16 +1,16 @@
 """Upper bounds of a limit's latency from the burst that filled it.
 
-When an epoch begins because a burst filled the limit (gateway.control.room), the requests in
-flight then were sent together and prefill together, so their latency bounds from above what the
-limit shows once arrivals spread out: what they measure counts toward a raise, never toward a cut
+When an epoch begins because a burst filled the limit (gateway.control.room), the requests in flight
+then were sent together and prefill together, so their latency bounds from above what the limit
+shows once arrivals spread out: what they measure counts toward a raise, never toward a cut
 (gateway.control.algorithms.sla.verdicts.growth_evidence). Each stream of the burst is one TTFT and
 one TPOT value (finished, or its pace per event, gateway.control.pace, at least the pace per token
-since an event carries k >= 1 tokens), infinity while it has not measured it, so a P90 over them
-is an upper bound whatever the slow ones take. Not e2e: whole answers have the cohort
-(gateway.control.evidence), the same rule for them. Why: at a fresh gateway's limit every request
-is one of the burst; waiting for `min_samples` requests sent after it took two whole answers at
-that limit (14 s of 4-s answers in virtual time), with arrivals waiting in the gateway's queue. A
-limit change ends them: they describe the old limit.
+since an event carries k >= 1 tokens), infinity while it has not measured it, so a P90 over them is
+an upper bound whatever the slow ones take; they come before the epoch's own requests in its cohorts
+(gateway.control.evidence). Not e2e: for whole answers the epoch's own cohort does the same. Why: at
+a fresh gateway's limit every request is one of the burst; waiting for `min_samples` requests sent
+after it took two whole answers at that limit (14 s of 4-s answers in virtual time), with arrivals
+waiting in the gateway's queue. A limit change ends them: they describe the old limit.
 """
 
 from __future__ import annotations

@@ -22,19 +22,16 @@ Three sources, merged at each control tick:
       slowdown began, its pace within a second.
   Requests sent before the epoch began describe the old limit and do not count.
 
-Bounds (`bounds`): upper bounds of the limit's latency, evidence for a raise and never for a cut.
-When the epoch began because a burst filled the limit (`start_epoch(burst=True)`), what the
-requests in flight then measure (gateway.control.bounds). In every epoch, infinity for each of its
-requests in flight that has not measured a signal yet: a stream with no first token (TTFT) or too
-few events for a pace (TPOT), a request not yet overdue (e2e, where it has a target). Pooled with
-the epoch's values they leave none of its requests out for being slow, so their P90 bounds the
-limit's from above however soon after the change it is read: the values that come first are the
-fast ones, and that selection, not the age of the epoch, is what a P90 read early gets wrong.
+Bounds (`bounds`): when the epoch began because a burst filled the limit (`start_epoch(burst=True)`),
+what the requests in flight then measure bounds the limit's latency from above
+(gateway.control.bounds).
 
-The cohort (`cohort`): the e2e of the epoch's requests in the order they were sent, infinite for
-those in flight. The values finished so far are a biased sample of a limit's latency, the short
-answers first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.verdicts
-reads their P90 with the unfinished ones as the slowest).
+The cohorts (`cohorts`): per signal, the value of every request of the epoch in the order they were
+sent, infinite for those in flight that have not measured it: no first token yet (TTFT), fewer
+events than a pace needs (TPOT: the pace per event otherwise, at least the pace per token), not
+finished (e2e). The values finished so far are a biased sample of a limit's latency, the fast ones
+first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.verdicts
+reads the P90 of the longest such prefix with the unmeasured ones as the slowest).
 
 k is the output tokens an event carries. vLLM sends one event per token until its front end falls
 behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so
@@ -76,7 +73,6 @@ which the rate comparisons read as count noise.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Hashable
 from typing import NamedTuple
 
@@ -212,28 +208,13 @@ class Evidence:
     def live(self) -> dict[Signal, list[float]]:
         """Overdue e2e and TTFT values and the pace of this epoch's requests in flight (see the module
         doc)."""
-        return self._in_flight()[0]
-
-    def bounds(self) -> dict[Signal, list[float]]:
-        """Upper bounds of the limit's latency per signal: what the burst that began the epoch
-        measured (gateway.control.bounds), and infinity for each of the epoch's streams in flight
-        that `live` has no value of (see the module doc)."""
-        found = self._bounds.read(self._sent, self._clock(), self._event_size.value)
-        for signal, count in self._in_flight()[1].items():
-            found.setdefault(signal, []).extend([math.inf] * count)
-        return found
-
-    def _in_flight(self) -> tuple[dict[Signal, list[float]], Counter[Signal]]:
-        """What the epoch's requests in flight measured (`live`), and per signal how many of them
-        have not measured it."""
         if not self._sent:
-            return {}, Counter()
+            return {}
         now = self._clock()
         start, ttft_bound = self._window.epoch_start, self.sla.ttft_p90
         e2e_bound = None if self.sla.e2e_p90 is None else E2E_OVERDUE * self.sla.e2e_p90
         size = self._event_size.value
         live: dict[Signal, list[float]] = {}
-        unmeasured: Counter[Signal] = Counter()
         per_event: list[float] = []  # paces per event while k is unknown: TPOT upper bounds
         for dispatched_at, progress in self._sent.values():
             if dispatched_at < start:
@@ -241,31 +222,28 @@ class Evidence:
             age = now - dispatched_at
             if e2e_bound is not None and age > e2e_bound:
                 live.setdefault("e2e", []).append(age)
-            elif e2e_bound is not None:
-                unmeasured["e2e"] += 1
             if progress is None:
                 continue
             first = progress.first_at
             if first is None:
                 if ttft_bound is not None and age > ttft_bound:
                     live.setdefault("ttft", []).append(age)
-                else:
-                    unmeasured["ttft"] += 1
-                unmeasured["tpot"] += 1
                 continue
             per_event_pace = pace(progress, now)
-            if per_event_pace is None:
-                unmeasured["tpot"] += 1
-            elif size is None:
-                per_event.append(per_event_pace)
-            else:
-                live.setdefault("tpot", []).append(per_event_pace / size)
+            if per_event_pace is not None:
+                if size is None:
+                    per_event.append(per_event_pace)
+                else:
+                    live.setdefault("tpot", []).append(per_event_pace / size)
         target = self.sla.tpot_p90
         if per_event and target is not None and _rank(sorted(per_event), 0.9) <= target:
             live["tpot"] = per_event  # even at one token an event, within target
-        elif per_event:
-            unmeasured["tpot"] += len(per_event)
-        return live, unmeasured
+        return live
+
+    def bounds(self) -> dict[Signal, list[float]]:
+        """Upper bounds of the limit's latency from the burst that began the epoch, per signal
+        (gateway.control.bounds)."""
+        return self._bounds.read(self._sent, self._clock(), self._event_size.value)
 
     def percentiles(
         self,
@@ -298,13 +276,24 @@ class Evidence:
                     counts[signal] = self._min_samples
         return Percentiles(p90, p50, counts, measured)
 
-    def cohort(self) -> list[float]:
-        """The e2e of every request sent since the epoch began, in the order they were sent, infinite
-        for those still in flight (requests that failed are not in it)."""
-        start = self._window.epoch_start
-        sent = self._window.e2e_by_dispatch()
-        sent += [(at, math.inf) for at, _ in self._sent.values() if at >= start]
-        return [e2e for _, e2e in sorted(sent)]
+    def cohorts(self) -> dict[Signal, list[float]]:
+        """Per signal, the value of every request sent since the epoch began, in the order they were
+        sent, infinite for those in flight that have not measured it (requests that failed are not
+        in it; see the module doc)."""
+        start, now = self._window.epoch_start, self._clock()
+        size = self._event_size.value or 1.0
+        sent = {signal: self._window.by_dispatch(signal) for signal in SIGNALS}
+        for dispatched_at, progress in self._sent.values():
+            if dispatched_at < start:
+                continue
+            sent["e2e"].append((dispatched_at, math.inf))
+            if progress is None:
+                continue
+            if progress.first_at is None:  # a first token goes to the window as it comes
+                sent["ttft"].append((dispatched_at, math.inf))
+            per_event = pace(progress, now)
+            sent["tpot"].append((dispatched_at, math.inf if per_event is None else per_event / size))
+        return {signal: [value for _, value in sorted(pairs)] for signal, pairs in sent.items() if pairs}
 
     def per_token_values(self, newest: int | None = None) -> list[float]:
         """Sorted e2e seconds per output token of the newest finished requests with output."""

@@ -309,8 +309,7 @@ class Limiter:
             p90_e2e_per_token=nearest_rank(evidence.per_token_values(self._control_samples), 0.9),
             counts=counts,
             values=values,
-            # Read only while e2e is short of values, when the epoch's requests are few.
-            e2e_cohort=evidence.cohort() if counts.get("e2e", 0) < self._min_samples else [],
+            cohorts=evidence.cohorts(),
             bounds=evidence.bounds(),
             delivered_tokens=float(received) if generated is None else generated,
             lumped_tokens=float(lumped) if generated is None else 0.0,

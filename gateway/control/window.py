@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from gateway.types import Clock, Sample, Signal
@@ -103,18 +103,13 @@ class SampleWindow:
     def values(self, signal: Signal, newest: int | None = None) -> list[float]:
         """Sorted values of one signal, from the `newest` latest samples that have it (or all)."""
         self._expire(self._clock())
-        if signal == "ttft":
-            pick: Callable[[_Entry], float | None] = _ttft
-        elif signal == "tpot":
-            pick = _tpot
-        else:
-            pick = _e2e
-        return _sorted_newest(self._entries, pick, newest)
+        return _sorted_newest(self._entries, _PICK[signal], newest)
 
-    def e2e_by_dispatch(self) -> list[tuple[float, float]]:
-        """(dispatched_at, e2e) of the samples with an e2e, in no particular order."""
+    def by_dispatch(self, signal: Signal) -> list[tuple[float, float]]:
+        """(dispatched_at, value) of the samples with a value of `signal`, in no particular order."""
         self._expire(self._clock())
-        return [(e.dispatched_at, e.e2e) for e in self._entries if e.e2e is not None]
+        pick = _PICK[signal]
+        return [(e.dispatched_at, v) for e in self._entries if (v := pick(e)) is not None]
 
     def per_token_values(self, newest: int | None = None) -> list[float]:
         """Sorted e2e seconds per output token, over samples that produced output."""
@@ -139,6 +134,10 @@ def _e2e(e: _Entry) -> float | None:
 
 def _per_token(e: _Entry) -> float | None:
     return e.per_token
+
+
+_PICK: Mapping[Signal, Callable[[_Entry], float | None]] = {"ttft": _ttft, "tpot": _tpot, "e2e": _e2e}
+"""The field of a sample each signal reads."""
 
 
 def _sorted_newest(

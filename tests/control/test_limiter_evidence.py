@@ -298,11 +298,11 @@ def test_the_cohort_is_every_request_of_the_epoch_in_the_order_sent() -> None:
         ev.watch(key, sent, None)
         ev.finish(key, Sample(dispatched_at=sent, e2e=e2e))
     clock.now = start + 4.0
-    assert ev.cohort() == [2.0, 3.0, math.inf, 0.5]
+    assert ev.cohorts()["e2e"] == [2.0, 3.0, math.inf, 0.5]
     ev.finish("long", Sample(dispatched_at=start + 1.0, e2e=4.0))
-    assert ev.cohort() == [2.0, 3.0, 4.0, 0.5]
+    assert ev.cohorts()["e2e"] == [2.0, 3.0, 4.0, 0.5]
     ev.start_epoch(clock.now)
-    assert ev.cohort() == []
+    assert ev.cohorts() == {}
 
 
 def test_a_burst_that_fills_the_limit_gives_bounds_until_the_limit_changes() -> None:
@@ -317,18 +317,20 @@ def test_a_burst_that_fills_the_limit_gives_bounds_until_the_limit_changes() -> 
     assert ev.bounds() == {}
 
 
-def test_the_epochs_requests_in_flight_without_a_value_are_infinite_bounds() -> None:
-    """A stream with no first token, one with too few events for a pace, a request not yet overdue:
-    none is left out of the bounds as if it were fast; what has a value is not bounded again."""
+def test_every_stream_of_the_epoch_is_in_its_cohorts_at_its_worst_until_it_measures() -> None:
+    """A stream with no first token, one with too few events for a pace, a request not finished:
+    none is left out of the cohorts as if it were fast; the order is the order sent."""
     ev, clock = evidence(sla=SLA(ttft_p90=1.0, tpot_p90=0.1, e2e_p90=10.0))
-    stream(ev, "paced", clock.now, 0.02, PARTIAL_MIN_EVENTS)
-    stream(ev, "young", clock.now, 0.02, PARTIAL_MIN_EVENTS - 1)
-    ev.watch("waiting", clock.now, Progress())
-    ev.watch("whole", clock.now, None)
-    clock.now += 0.5
-    assert ev.bounds() == {"ttft": [math.inf], "tpot": [math.inf] * 2, "e2e": [math.inf] * 4}
-    assert sorted(ev.live()) == ["tpot"]  # the paced stream's value
-    clock.now += 1.0  # the waiting stream is overdue: its age is a TTFT value, not a bound
-    assert "ttft" not in ev.bounds() and "ttft" in ev.live()
-    ev.start_epoch(clock.now)  # a limit change: they describe the old limit, neither value nor bound
-    assert ev.bounds() == {} and ev.live() == {}
+    start = clock.now
+    stream(ev, "paced", start, 0.02, PARTIAL_MIN_EVENTS)
+    ev.first_token(start, 0.1)
+    stream(ev, "young", start + 0.1, 0.02, PARTIAL_MIN_EVENTS - 1)
+    ev.first_token(start + 0.1, 0.1)
+    ev.watch("waiting", start + 0.2, Progress())
+    clock.now = start + 0.5
+    cohorts = ev.cohorts()
+    assert cohorts["ttft"] == [0.1, 0.1, math.inf]
+    assert math.isfinite(cohorts["tpot"][0]) and cohorts["tpot"][1:] == [math.inf] * 2  # a pace so far
+    assert cohorts["e2e"] == [math.inf] * 3
+    ev.start_epoch(clock.now)  # a limit change: they describe the old limit
+    assert ev.cohorts() == {}

@@ -75,7 +75,7 @@ def test_e2e_with_the_time_each_sample_was_sent() -> None:
     w = SampleWindow(FakeClock())
     for at, e2e in [(2.0, 5.0), (0.0, 1.0), (1.0, 3.0)]:
         w.add(sample(e2e, at=at))
-    assert sorted(w.e2e_by_dispatch()) == [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]
+    assert sorted(w.by_dispatch("e2e")) == [(0.0, 1.0), (1.0, 3.0), (2.0, 5.0)]
 
 
 def test_validation() -> None:

@@ -386,7 +386,7 @@ def test_whole_answers_far_under_target_grow_on_a_complete_cohort(obs: ObsFactor
         kv_fits_whole=16,
     )
     assert a.update(few).direction == Direction.HOLD
-    d = a.update(replace(few, now=101.0, since_change=11.0, e2e_cohort=[1.0] * 7 + [2.0]))
+    d = a.update(replace(few, now=101.0, since_change=11.0, cohorts={"e2e": [1.0] * 7 + [2.0]}))
     assert (d.reason, d.limit) == ("probe", 16) and "0.20" in d.detail
 
 

@@ -90,16 +90,16 @@ INF = math.inf
 @pytest.mark.parametrize(
     ("cohort", "p90"),
     [
-        ([1.0] * 7 + [2.5], 2.5),  # 8 finished: the largest
+        ([1.0] * 7 + [2.5], (2.5, 8)),  # 8 finished: the largest
         ([1.0] * 7 + [INF], None),  # 8 with one in flight: unknown
-        ([1.0] * 6 + [INF, 2.0, 3.0, 1.0], 3.0),  # 10 with one in flight: the 9th smallest
+        ([1.0] * 6 + [INF, 2.0, 3.0, 1.0], (3.0, 10)),  # 10 with one in flight: the 9th smallest
         ([1.0] * 7 + [INF, INF, 3.0, 2.0], None),  # 11 may not have two in flight, nor may 8-10
-        ([1.0] * 6 + [INF] * 2 + [1.5] * 12, 1.5),  # 20 may have two
-        ([1.0] * 7 + [2.5] + [INF] * 4, 2.5),  # the requests sent last, still in flight, left out
+        ([1.0] * 6 + [INF] * 2 + [1.5] * 12, (1.5, 20)),  # 20 may have two
+        ([1.0] * 7 + [2.5] + [INF] * 4, (2.5, 8)),  # the requests sent last, still in flight, left out
     ],
 )
 def test_the_cohort_p90_reads_the_requests_in_flight_as_the_slowest(
-    cohort: list[float], p90: float | None
+    cohort: list[float], p90: tuple[float, int] | None
 ) -> None:
     assert cohort_p90(cohort, COHORT_LEAST) == p90
 
@@ -108,19 +108,21 @@ def test_whole_answers_far_under_target_stand_on_a_cohort(obs: ObsFactory) -> No
     """The P90 of the first requests sent at 0.25 of the target lets growth act on it before 20
     answers have come, as far as the KV cache holds requests at their full size."""
     cohort = [1.0] * (COHORT_LEAST - 1) + [2.5]
-    o = obs(p90={"e2e": 2.0}, counts={"e2e": 12}, min_samples=20, e2e_cohort=cohort, kv_fits=20)
-    assert growth_evidence(o, E2E_10S, 0.2, 0.9) == Growth(0.25, 20)  # the cohort's ratio, the larger
-    assert growth_evidence(replace(o, kv_fits_whole=16), E2E_10S, 0.2, 0.9) == Growth(0.25, 16)
+    o = obs(p90={"e2e": 2.0}, counts={"e2e": 12}, min_samples=20, cohorts={"e2e": cohort}, kv_fits=20)
+    assert growth_evidence(o, E2E_10S, 0.2, 0.9) == Growth(0.25, 20, bounded=True)  # its ratio, the larger
+    assert growth_evidence(replace(o, kv_fits_whole=16), E2E_10S, 0.2, 0.9) == Growth(0.25, 16, bounded=True)
     # A cohort too small, or not far enough under the target, stands for nothing.
-    assert growth_evidence(replace(o, e2e_cohort=cohort[1:]), E2E_10S, 0.2, 0.9) is None
+    assert growth_evidence(replace(o, cohorts={"e2e": cohort[1:]}), E2E_10S, 0.2, 0.9) is None
     slow = [1.0] * (COHORT_LEAST - 1) + [3.1]
-    assert growth_evidence(replace(o, e2e_cohort=slow), E2E_10S, 0.2, 0.9) is None
+    assert growth_evidence(replace(o, cohorts={"e2e": slow}), E2E_10S, 0.2, 0.9) is None
 
 
 def test_a_cohort_does_not_stand_in_for_a_stream_signal_short_of_values(obs: ObsFactory) -> None:
     sla = SLA(ttft_p90=1.0, e2e_p90=10.0)
     cohort = [1.0] * COHORT_LEAST
-    o = obs(p90={"e2e": 1.0, "ttft": 0.1}, counts={"e2e": 8, "ttft": 8}, min_samples=20, e2e_cohort=cohort)
+    o = obs(
+        p90={"e2e": 1.0, "ttft": 0.1}, counts={"e2e": 8, "ttft": 8}, min_samples=20, cohorts={"e2e": cohort}
+    )
     assert growth_evidence(o, sla, 0.1, 0.9) is None
 
 
@@ -149,8 +151,14 @@ def test_a_bursts_bounds_far_under_target_let_growth_act_before_min_samples(obs:
 def test_bounds_pooled_with_the_epochs_values_need_only_the_band(obs: ObsFactory) -> None:
     values = {"ttft": [0.5] * 12, "tpot": [0.05] * 12}
     bounds = {"ttft": [0.7] * 8, "tpot": [0.08] * 8}
-    o = obs(p90={"ttft": 0.5, "tpot": 0.05}, counts={"ttft": 12, "tpot": 12}, values=values, min_samples=20)
-    assert growth_evidence(o, STREAM_SLA, 0.5, 0.9) is None  # 12 of 20 values
+    o = obs(
+        p90={"ttft": 0.5, "tpot": 0.05},
+        counts={"ttft": 12, "tpot": 12},
+        values=values,
+        cohorts=values,
+        min_samples=20,
+    )
+    assert growth_evidence(o, STREAM_SLA, 0.5, 0.9) is None  # 12 of 20 values, not far under target
     assert growth_evidence(replace(o, bounds=bounds), STREAM_SLA, 0.5, 0.9) == Growth(
         pytest.approx(0.8), None, bounded=True
     )
@@ -158,15 +166,19 @@ def test_bounds_pooled_with_the_epochs_values_need_only_the_band(obs: ObsFactory
     assert growth_evidence(replace(o, bounds=slow), STREAM_SLA, 0.5, 0.9) is None
 
 
-def test_values_with_every_request_in_flight_counted_need_no_settle(obs: ObsFactory) -> None:
-    """Twenty values well under target and the epoch's streams in flight all measured: nothing was
-    left out for being slow, so growth need not wait for the settle. Three streams still without a
-    first token, read at their worst, put the pooled P90 at infinity: the values stand, after it."""
+def test_the_requests_sent_first_stand_without_a_settle_the_youngest_left_out(obs: ObsFactory) -> None:
+    """Twenty requests well under target, in the order sent: growth need not wait for the settle,
+    since none was left out for being slow. Three sent last still without a value are left out for
+    their age; three sent first without one are in every prefix, read at their worst, and the P90
+    stands on none: the values stand then only after the settle."""
     values = {"ttft": [0.3] * 20, "tpot": [0.03] * 20}
     o = obs(p90={"ttft": 0.3, "tpot": 0.03}, counts={"ttft": 20, "tpot": 20}, values=values, kv_fits=30)
-    assert growth_evidence(o, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=True)
-    waiting = replace(o, bounds={"ttft": [INF] * 3, "tpot": [INF] * 3})
-    assert growth_evidence(waiting, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=False)
+    measured = replace(o, cohorts=values)
+    assert growth_evidence(measured, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=True)
+    young = replace(o, cohorts={s: v + [INF] * 3 for s, v in values.items()})
+    assert growth_evidence(young, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=True)
+    slow_first = replace(o, cohorts={s: [INF] * 3 + v for s, v in values.items()})
+    assert growth_evidence(slow_first, STREAM_SLA, 0.3, 0.9) == Growth(0.3, 30, bounded=False)
 
 
 def test_bounds_are_no_evidence_for_a_cut(obs: ObsFactory) -> None:

@@ -106,14 +106,14 @@ Why each rule:
   lengthens that queue, so growth stops; a front end that holds requests on their way in (the gap
   grows, and so does the rate) or stalled and recovered (the gap is back now) does not stop it.
 - Evidence (sla.verdicts says why): a cut needs the values behind the P90 to show it over target,
-  else the limit holds; growth needs every P90 on `min_samples` values, or whole answers' e2e P90
-  well under target on the requests sent first, those in flight read as the slowest, or the epoch's
-  values with the bounds pooled in (the streams of the burst that began the epoch, and every request
-  in flight without a value read as the slowest) well under target. Growth on those bounds waits for
-  no settle: the settle keeps the fast requests that come back first from standing for the new
-  limit, and with every request in flight counted at its worst none is left out for being slow; a
-  request sent since a change ran beside the older limit's still in flight, at most the new limit
-  after a raise, more after a cut, where it only reads higher.
+  else the limit holds; growth needs every P90 on `min_samples` values, or the cohorts well under
+  target: per signal the streams of the burst that began the epoch and then the epoch's requests in
+  the order they were sent, each that has not measured the signal read as the slowest, over the
+  longest prefix whose P90 is finite. Growth on the cohorts waits for no settle: the settle keeps
+  the fast requests that come back first from standing for the new limit, and a prefix in the order
+  sent leaves none out for being slow (the youngest it leaves out for their age); a request sent
+  since a change ran beside the older limit's still in flight, at most the new limit after a raise,
+  more after a cut, where it only reads higher.
 Sources: BBR's probing (Cardwell et al., 2016); Envoy's adaptive concurrency; Netflix concurrency-limits.
 """
 

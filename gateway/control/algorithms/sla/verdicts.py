@@ -66,13 +66,14 @@ def evident(obs: Observation, sla: SLA) -> bool:
 COHORT_LEAST = 8
 """Requests a cohort needs before growth may stand on it (with none in flight its P90 is its largest)."""
 COHORT_SHARE = 1.0 / 3.0
-"""A cohort stands for growth only with its e2e P90 under this share of u x the target."""
+"""A cohort of fewer than min_samples stands for growth only with its P90 under this share of u x
+the target."""
 
 
-def cohort_p90(cohort: list[float], least: int) -> float | None:
+def cohort_p90(cohort: list[float], least: int) -> tuple[float, int] | None:
     """The nearest-rank P90 of the longest prefix of `cohort` (the requests sent first) with at least
-    `least` values and a finite P90, reading those still in flight (infinite) as the slowest; None
-    if no prefix has one.
+    `least` values and a finite P90, reading those still in flight (infinite) as the slowest, and
+    that prefix's length; None if no prefix has one.
 
     The P90 of n values is the ceil(0.9 n)-th smallest, finite while at most n - ceil(0.9 n) are in
     flight, and it bounds the prefix's P90 from above whatever those take.
@@ -83,7 +84,7 @@ def cohort_p90(cohort: list[float], least: int) -> float | None:
         at = max(1, math.ceil(0.9 * n))
         if n >= least and infinite <= n - at:
             longest, rank = n, at
-    return sorted(cohort[:longest])[rank - 1] if longest else None
+    return (sorted(cohort[:longest])[rank - 1], longest) if longest else None
 
 
 class Growth(NamedTuple):
@@ -102,21 +103,16 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
     """What growth may act on, or None while it has not the evidence.
 
     Every measured SLA signal on min_samples values (`evident`): r, and what the KV cache holds
-    (`kv_fits`), bounded if `bounded_ratio` stands too. Else, with the bounds pooled in, every such
-    signal within what its values stand for (`bounded_ratio`): the larger of r and that ratio, and
-    `fits_whole` (the requests measured are young too). Else, where only e2e lacks them, the P90 of
-    the epoch's first requests with those in flight read as the slowest (`cohort_p90` of
-    `Observation.e2e_cohort`, at least `COHORT_LEAST`), at most COHORT_SHARE x u x the target: the
-    larger of r and its ratio, and what the KV cache holds with every request at its full size
-    (`kv_fits_whole`) where that is fewer.
+    (`kv_fits`), bounded if `bounded_ratio` stands too. Else, on the cohorts (`bounded_ratio`):
+    the larger of r and their worst ratio, and what the KV cache holds with every request at its
+    full size (`fits_whole`) where that is fewer.
     Why: whole answers come slowly (20 of them at limit 8 took 14-17 s on a CPU engine), and the
     first to finish are the short ones: a P90 of fewer values finished so far read low after every
     raise. The requests sent first, with the unfinished ones at the top, are no such selection: their
-    P90 is an upper bound whatever the slow ones take. A third of the band leaves room for the noise
-    of a P90 on 8 values. The requests running by then are the first ones and those sent as they
-    finished, younger than in steady state, so their KV footprint reads small and what the cache
-    holds large (19 where 16 held in steady state, in virtual time); a request's full size bounds
-    what it will hold.
+    P90 is an upper bound whatever the slow ones take. The requests running by then are the first
+    ones and those sent as they finished, younger than in steady state, so their KV footprint reads
+    small and what the cache holds large (19 where 16 held in steady state, in virtual time); a
+    request's full size bounds what it will hold.
     """
     if r >= u:
         return None
@@ -124,38 +120,37 @@ def growth_evidence(obs: Observation, sla: SLA, r: float, u: float) -> Growth | 
         return Growth(r, obs.kv_fits, bounded=bounded_ratio(obs, sla, u) is not None)
     if (bounded := bounded_ratio(obs, sla, u)) is not None:
         return Growth(max(r, bounded), fits_whole(obs), bounded=True)
-    target = sla.target("e2e")
-    lacking = [s for s in sla.targets() if s in obs.p90 and obs.counts.get(s, 0) < obs.min_samples]
-    if target is None or lacking != ["e2e"]:
-        return None
-    p90 = cohort_p90(obs.e2e_cohort, COHORT_LEAST)
-    if p90 is None or p90 > COHORT_SHARE * u * target:
-        return None
-    return Growth(max(r, p90 / target), fits_whole(obs))
+    return None
 
 
 def bounded_ratio(obs: Observation, sla: SLA, u: float) -> float | None:
-    """The worst P90/target over the epoch's values and the bounds (`Observation.bounds`) pooled, if
-    every SLA signal measured there stands on enough values to grow on: under u x its target on
-    `min_samples` values, or under COHORT_SHARE x u x its target on `COHORT_LEAST`; else None.
+    """The worst P90/target over the cohorts, if every SLA signal measured stands on one: per signal
+    the burst's bounds (`Observation.bounds`) and then the epoch's requests in the order sent
+    (`Observation.cohorts`), the P90 of the longest prefix that holds the whole burst and at least
+    `COHORT_LEAST` values (`cohort_p90`), under u x the target on `min_samples` values or under
+    COHORT_SHARE x u x the target on fewer; else None.
 
-    A burst's bound is at least what its request would measure had it been sent once arrivals
-    spread out, and a request in flight without a value reads as the slowest, so the pooled P90
-    bounds the limit's P90 from above: evidence that the limit has room, never that it has none (a
-    cut reads the epoch's values alone, `over_target`). Fewer values than min_samples stand as the
-    e2e cohort does: none is left out for being slow, and a third of the band leaves room for the
-    noise of its P90.
+    A burst's bound is at least what its request would measure had it been sent once arrivals spread
+    out, and a request in flight without a value reads as the slowest, so the P90 bounds the
+    limit's from above: evidence that the limit has room, never that it has none (a cut reads the
+    epoch's values alone, `over_target`), and it needs no settle. A prefix in the order sent leaves
+    out the youngest requests for their age, not for their speed, so steady arrivals do not keep it
+    from standing. A third of the band leaves room for the noise of a P90 on few values.
     """
     worst: float | None = None
     for signal, target in sla.targets().items():
-        values = obs.values.get(signal, []) + obs.bounds.get(signal, [])
-        if not values or target <= 0:
+        burst = obs.bounds.get(signal, [])
+        cohort = burst + obs.cohorts.get(signal, [])
+        if not cohort or target <= 0:
+            if signal in obs.p90:
+                return None  # measured, but not by requests of this epoch (the backend's histogram)
             continue
-        if signal not in obs.values and signal in obs.p90:
-            return None  # read from the backend's histogram: no values to pool with
-        p90 = sorted(values)[math.ceil(0.9 * len(values)) - 1]  # nearest rank
-        band = u if len(values) >= obs.min_samples else COHORT_SHARE * u
-        if len(values) < COHORT_LEAST or p90 >= band * target:
+        found = cohort_p90(cohort, max(COHORT_LEAST, len(burst)))
+        if found is None:
+            return None
+        p90, n = found
+        band = u if n >= obs.min_samples else COHORT_SHARE * u
+        if p90 >= band * target:
             return None
         worst = p90 / target if worst is None else max(worst, p90 / target)
     return worst
