@@ -17,6 +17,7 @@ import orjson
 
 from gateway.config import TimeoutConfig
 from gateway.pool.backends import Lease
+from gateway.proxy.deadlines import Deadlines
 from gateway.proxy.h1client import ConnectFailed, H1Client, Response, ResponseBroken
 from gateway.proxy.sse import StreamStats, body_usage
 from gateway.types import Clock, Sample, Send
@@ -117,51 +118,23 @@ class _Relay:
     tail: bytes = b""
     """The last bytes of a non-streaming body, where `usage` is."""
     on_tokens: Callable[[int], None] | None = None
-    watch: _IdleWatch | None = None
-    """The idle timeout, from the first chunk on."""
-
-
-class _IdleWatch:
-    """The idle timeout of a response under way: `deadline` fires once `idle` seconds pass after the
-    last chunk. A chunk only notes when it came (`last`); the one timer is re-armed when it fires and
-    finds a later chunk, so a stream of n chunks costs a few timers, not n reschedules."""
-
-    __slots__ = ("_deadline", "_handle", "_idle", "_loop", "last")
-
-    def __init__(self, deadline: asyncio.Timeout, idle: float) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._deadline = deadline
-        self._idle = idle
-        self.last = self._loop.time()
-        deadline.reschedule(None)  # this watch decides from now on; stop() still moves the deadline
-        self._handle = self._loop.call_at(self.last + idle, self._check)
-
-    def _check(self) -> None:
-        due = self.last + self._idle
-        now = self._loop.time()
-        if now >= due:
-            self._deadline.reschedule(now)
-        else:
-            self._handle = self._loop.call_at(due, self._check)
-
-    def cancel(self) -> None:
-        self._handle.cancel()
 
 
 class Upstream:
     """The exchanges with backends (gateway.proxy.h1client, kept-alive connections per backend), and
     the aiohttp session the health, model and metrics probes share.
 
-    Each exchange runs under one deadline: `first_byte` until the response starts, then `idle`
-    from each chunk. `stop()` (shutdown, after the grace) moves every running deadline to now, so
-    each exchange ends the way a timeout ends it, but says that the gateway is shutting down.
+    Each exchange runs under one deadline (gateway.proxy.deadlines): `first_byte` until the response
+    starts, then `idle` from each chunk. `stop()` (shutdown, after the grace) fires every running
+    deadline now, so each exchange ends the way a timeout ends it, but says that the gateway is
+    shutting down.
     """
 
     def __init__(self, timeouts: TimeoutConfig, clock: Clock) -> None:
         self._clock = clock
         self._session: aiohttp.ClientSession | None = None
         self._client = H1Client(timeouts.connect)
-        self._deadlines: set[asyncio.Timeout] = set()
+        self._deadlines = Deadlines(min(timeouts.first_byte, timeouts.idle))
         self._stopping = False
         self.timeouts = timeouts
 
@@ -175,6 +148,7 @@ class Upstream:
         self._timeouts = timeouts
         self._client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
         self._client.connect_timeout = timeouts.connect
+        self._deadlines.shortest = min(timeouts.first_byte, timeouts.idle)
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
@@ -187,15 +161,14 @@ class Upstream:
 
     async def close(self) -> None:
         self._client.close()
+        self._deadlines.close()
         if self._session is not None:
             await self._session.close()
 
     def stop(self) -> None:
         """End every running exchange now, and refuse new ones (the shutdown grace is over)."""
         self._stopping = True
-        now = asyncio.get_running_loop().time()
-        for deadline in self._deadlines:
-            deadline.reschedule(now)
+        self._deadlines.fire_all()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -227,8 +200,8 @@ class Upstream:
         lease.slot.sent(dispatched, progress, most_tokens)
         relay = _Relay(on_tokens=on_tokens)
         try:
-            async with asyncio.timeout(self._timeouts.first_byte) as deadline:
-                self._deadlines.add(deadline)
+            async with asyncio.timeout(None) as deadline:
+                self._deadlines.set(deadline, asyncio.get_running_loop().time() + self._timeouts.first_byte)
                 try:
                     try:
                         resp = await self._client.post(lease.target.url, path, body, headers)
@@ -245,8 +218,6 @@ class Upstream:
                     resp.release()
                 finally:
                     self._deadlines.discard(deadline)
-                    if relay.watch is not None:
-                        relay.watch.cancel()
         except TimeoutError:
             if self._stopping:
                 if not relay.status:
@@ -288,6 +259,7 @@ class Upstream:
         clock = self._clock
         loop_time = asyncio.get_running_loop().time
         idle = self._timeouts.idle
+        deadlines = self._deadlines
         on_tokens = relay.on_tokens if stats is not None else None
         async for chunk in resp.chunks():
             if stats is not None:
@@ -300,10 +272,7 @@ class Upstream:
             else:
                 relay.tail = (relay.tail + chunk)[-512:]
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if relay.watch is not None:
-                relay.watch.last = loop_time()
-            elif not resp.at_eof():  # a body that came whole needs no idle timer
-                relay.watch = _IdleWatch(deadline, idle)
+            deadlines.set(deadline, loop_time() + idle)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _finished(self, relay: _Relay, stats: StreamStats | None, dispatched: float) -> Exchange:
