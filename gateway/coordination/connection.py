@@ -2,7 +2,9 @@
 
 Client: redis-py's asyncio API (`redis.asyncio`). It is the client Redis itself maintains, it
 speaks RESP2/3, TLS and Sentinel (re-asking the sentinels for the master after a failover), it
-ships type hints, and it uses hiredis for parsing when that is installed. `coredis` is also typed
+ships type hints, and it parses replies with hiredis, a dependency here (its Python parser costs
+more CPU and doubles an acquire's P99: docs/benchmarks.md). Its timeouts cost a task per command
+on Python 3.11 (`asyncio.wait_for`), not on 3.12 and later. `coredis` is also typed
 and fast but has one main maintainer; `valkey` is a fork of the same code.
 
 Every command has a short timeout (`timeout`, default 0.5 s): a Redis that does not answer must
