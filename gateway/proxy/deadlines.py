@@ -24,18 +24,11 @@ class Deadlines:
     def __init__(self, shortest: float) -> None:
         self._due: dict[asyncio.Timeout, float] = {}
         self._sweep: asyncio.TimerHandle | None = None
-        self.resolution = GRANULARITY
-        self.shortest = shortest
+        self.fit(shortest)
 
-    @property
-    def shortest(self) -> float:
-        return self._shortest
-
-    @shortest.setter
-    def shortest(self, seconds: float) -> None:
-        """The shortest timeout an exchange runs under now (the config was reloaded)."""
-        self._shortest = seconds
-        self.resolution = max(seconds / STEPS, GRANULARITY)
+    def fit(self, shortest: float) -> None:
+        """Sweep often enough for timeouts as short as `shortest` seconds (also on a reload)."""
+        self.resolution = max(shortest / STEPS, GRANULARITY)
 
     def __len__(self) -> int:
         return len(self._due)

@@ -148,7 +148,7 @@ class Upstream:
         self._timeouts = timeouts
         self._client_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
         self._client.connect_timeout = timeouts.connect
-        self._deadlines.shortest = min(timeouts.first_byte, timeouts.idle)
+        self._deadlines.fit(min(timeouts.first_byte, timeouts.idle))
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)

@@ -12,7 +12,7 @@ from gateway.proxy.deadlines import GRANULARITY, STEPS, Deadlines
 def test_the_resolution_is_a_share_of_the_shortest_timeout_never_under_a_millisecond() -> None:
     deadlines = Deadlines(60.0)
     assert deadlines.resolution == pytest.approx(60.0 / STEPS)
-    deadlines.shortest = 0.01
+    deadlines.fit(0.01)
     assert deadlines.resolution == GRANULARITY
 
 
