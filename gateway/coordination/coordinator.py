@@ -93,12 +93,13 @@ class CoordinatedSlots:
         except FAILURES as exc:
             self.lost(exc)
 
-    async def release(self, lease: SharedSlot) -> None:
+    async def release(self, *leases: SharedSlot) -> None:
         if not self.fallback.shared:
-            self._slots.forget(lease)
+            for lease in leases:
+                self._slots.forget(lease)
             return
         try:
-            await self._slots.release(lease)
+            await self._slots.release(*leases)
         except FAILURES as exc:
             self.lost(exc)
 

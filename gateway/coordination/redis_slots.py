@@ -128,14 +128,19 @@ class RedisSlots:
         keys = self._keys.lease_keys(lease.backend)[:3]
         await self._widen(keys=keys, args=[self._lease_ms, lease.tenant, *lease.members()])
 
-    async def release(self, lease: SharedSlot) -> None:
-        """Forget the lease here first, so a failed call still releases it exactly once: Redis
-        drops it when it lapses, and no renewal will put it back."""
-        self.forget(lease)
-        await self._release(
-            keys=self._keys.lease_keys(lease.backend),
-            args=[self._keys.released_channel(lease.backend), *lease.members()],
-        )
+    async def release(self, *leases: SharedSlot) -> None:
+        """Forget the leases here first, so a failed call still releases each exactly once: Redis
+        drops them when they lapse, and no renewal will put them back. One call per backend."""
+        by_backend: dict[str, list[SharedSlot]] = {}
+        for lease in leases:
+            self.forget(lease)
+            by_backend.setdefault(lease.backend, []).append(lease)
+        for backend, group in by_backend.items():
+            members = [member for lease in group for member in lease.members()]
+            await self._release(
+                keys=self._keys.lease_keys(backend),
+                args=[self._keys.released_channel(backend), len(group), *members],
+            )
 
     def held(self, backend: str) -> int:
         """Sequences this process's leases count on `backend`."""

@@ -113,12 +113,12 @@ return {1, held + 1, limit, 0}
 )
 
 RELEASE = """
--- KEYS: slots, lease-tenant, tenants, state. ARGV: channel ('' for none), then the lease's members.
--- A member that already expired was purged (and its tenant count with it): only the count of
--- finished requests moves. With a channel, a message on it tells the processes whose requests
--- wait for this backend that a slot is free. Returns the members still held.
+-- KEYS: slots, lease-tenant, tenants, state. ARGV: channel ('' for none), the number of leases,
+-- then their members. A member that already expired was purged (and its tenant count with it):
+-- only the count of finished requests moves. With a channel, one message on it tells the
+-- processes whose requests wait for this backend that slots are free. Returns the members still held.
 local removed = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
     removed = removed + 1
     local tenant = redis.call('HGET', KEYS[2], ARGV[i])
@@ -128,7 +128,7 @@ for i = 2, #ARGV do
     end
   end
 end
-redis.call('HINCRBY', KEYS[4], 'released', 1)
+redis.call('HINCRBY', KEYS[4], 'released', ARGV[2])
 if ARGV[1] ~= '' then redis.call('PUBLISH', ARGV[1], '1') end
 return removed
 """

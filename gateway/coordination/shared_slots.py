@@ -43,8 +43,8 @@ class SlotBackend(Protocol):
     async def try_acquire(self, backend: str, tenant: str, limit: int) -> SharedSlot | None:
         """A lease when fewer than `limit` are held for `backend`, else None. Never waits for room."""
 
-    async def release(self, lease: SharedSlot) -> None:
-        """Give `lease` back. Releasing one twice raises RuntimeError (a bug in the caller)."""
+    async def release(self, *leases: SharedSlot) -> None:
+        """Give `leases` back. Releasing one twice raises RuntimeError (a bug in the caller)."""
 
     def held(self, backend: str) -> int:
         """Sequences this process's leases count on `backend` now."""

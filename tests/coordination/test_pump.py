@@ -147,3 +147,30 @@ async def test_a_request_of_n_sequences_holds_n_places_in_every_process(
     finally:
         for c, _, _ in procs:
             await c.close()
+
+
+async def test_requests_that_end_together_are_released_in_one_call_and_all_counted(
+    redis_server: RedisServer, keys: Keys
+) -> None:
+    c, pump, waiting = process(redis_server, keys, "p1", limit=3)
+    await c.step()
+    try:
+        pubsub = c.redis.pubsub()
+        await pubsub.subscribe(keys.released_channel("b"))
+        confirmed = await pubsub.get_message(timeout=5.0)
+        assert confirmed is not None and confirmed["type"] == "subscribe"
+        waiting.tenants += ["t", "t", "t"]
+        assert await pump.fill() == 3
+        for lease in waiting.served:
+            pump.give_back(lease)
+        await pump.flush()
+        assert await c.redis.zcard(keys.slots("b")) == 0 and c.slots.held("b") == 0
+        assert await c.redis.hget(keys.state("b"), "released") == "3"
+        assert pump.counts.released == 3
+        messages = []
+        while (message := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)) is not None:
+            messages.append(message)
+        assert len(messages) == 1  # one announcement for the three: one call carried them
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+    finally:
+        await c.close()
