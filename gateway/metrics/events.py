@@ -6,12 +6,14 @@ the batches by status, are read at scrape time by gateway.metrics.live.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
+
+from gateway.metrics.series import LoopCounter
 
 
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.adjustments = Counter(
+        self.adjustments = LoopCounter(
             "gateway_controller_adjustments",
             "Limit changes made by the controller.",
             ["backend", "direction", "reason"],
@@ -21,13 +23,13 @@ class ControllerMetrics:
 
 class BatchMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.lines = Counter(
+        self.lines = LoopCounter(
             "gateway_batch_lines",
             "Batch lines answered, by outcome (completed: 2xx; failed: any other answer, or none).",
             ["outcome"],
             registry=registry,
         )
-        self.tokens = Counter(
+        self.tokens = LoopCounter(
             "gateway_batch_tokens",
             "Tokens of answered batch lines, by kind (prompt, completion); rate() is batch tokens/s.",
             ["kind"],

@@ -1,16 +1,14 @@
-"""Hot-path accounting: per-request counters and histograms, with label children cached.
+"""Hot-path accounting: per-request counters and histograms, with their label series cached.
 
-`prometheus_client`'s `.labels()` hashes and locks on every call; a request touches three series, so
-the children are looked up once per label set and kept. Every label value is one the gateway knows
-(a configured backend, a model some backend serves, a reason, a status), never a client's string:
-each value is a series kept for the life of the process.
+A request touches three or four series, so each is looked up once per label set and kept. Every
+label value is one the gateway knows (a configured backend, a model some backend serves, a reason,
+a status), never a client's string: each value is a series kept for the life of the process.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.metrics import Metrics
+from gateway.metrics.series import CounterSeries, HistogramSeries
 
 UNKNOWN_MODEL = "unknown"
 """The `model` label of requests for a model no backend is known to serve: the name is the client's,
@@ -20,11 +18,11 @@ and a label value per name would let clients grow /metrics without bound."""
 class Telemetry:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
-        self._requests: dict[tuple[str, str, int], Any] = {}
-        self._duration: dict[str, Any] = {}
-        self._ttft: dict[str, Any] = {}
-        self._wait: dict[str, Any] = {}
-        self._rejected: dict[tuple[str, str], Any] = {}
+        self._requests: dict[tuple[str, str, int], CounterSeries] = {}
+        self._duration: dict[str, HistogramSeries] = {}
+        self._ttft: dict[str, HistogramSeries] = {}
+        self._wait: dict[str, HistogramSeries] = {}
+        self._rejected: dict[tuple[str, str], CounterSeries] = {}
 
     def rejected(self, model: str, reason: str) -> None:
         key = (model, reason)

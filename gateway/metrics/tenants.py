@@ -1,26 +1,27 @@
 """Per-tenant counters: tokens and requests by tenant and model, and whether quotas are local shares.
 
 Label values are configured tenant names and models a backend serves (gateway.tenancy.usage checks
-neither: its callers only pass those), so the series are bounded by the configuration. Children are
-cached as gateway.metrics.telemetry caches its own.
+neither: its callers only pass those), so the series are bounded by the configuration. The counters
+are the event loop's (gateway.metrics.series), their series cached as gateway.metrics.telemetry
+caches its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from prometheus_client import CollectorRegistry, Gauge
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from gateway.metrics.series import CounterSeries, LoopCounter
 
 
 class TenantMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.tokens = Counter(
+        self.tokens = LoopCounter(
             "gateway_tenant_tokens",
             "Tokens served per tenant and model, as the backends reported them (kind: prompt, output).",
             ["tenant", "model", "kind"],
             registry=registry,
         )
-        self.requests = Counter(
+        self.requests = LoopCounter(
             "gateway_tenant_requests",
             "Requests per tenant and model that a backend answered.",
             ["tenant", "model"],
@@ -32,7 +33,7 @@ class TenantMetrics:
             "every tenant quota (the quota divided by the replicas alive at the last contact).",
             registry=registry,
         )
-        self._children: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+        self._children: dict[tuple[str, str], tuple[CounterSeries, CounterSeries, CounterSeries]] = {}
 
     def add(self, tenant: str, model: str, prompt_tokens: int, output_tokens: int) -> None:
         key = (tenant, model)
