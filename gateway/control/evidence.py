@@ -98,6 +98,18 @@ class Percentiles(NamedTuple):
     """The values behind each measured P90, sorted."""
 
 
+class LiveRequest(NamedTuple):
+    """One request of the epoch in flight, read at a tick."""
+
+    dispatched_at: float
+    age: float
+    streams: bool
+    first_token: bool
+    """A stream whose first token arrived."""
+    pace: float | None
+    """Its seconds per event so far (gateway.control.pace), None before it has enough events."""
+
+
 class TokensPerEvent:
     """Output tokens per stream event, learned from finished streams: decayed sums of their tokens
     over decayed sums of their events (None before any stream finished)."""
@@ -208,33 +220,25 @@ class Evidence:
     def live(self) -> dict[Signal, list[float]]:
         """Overdue e2e and TTFT values and the pace of this epoch's requests in flight (see the module
         doc)."""
-        if not self._sent:
-            return {}
-        now = self._clock()
-        start, ttft_bound = self._window.epoch_start, self.sla.ttft_p90
+        ttft_bound = self.sla.ttft_p90
         e2e_bound = None if self.sla.e2e_p90 is None else E2E_OVERDUE * self.sla.e2e_p90
         size = self._event_size.value
         live: dict[Signal, list[float]] = {}
         per_event: list[float] = []  # paces per event while k is unknown: TPOT upper bounds
-        for dispatched_at, progress in self._sent.values():
-            if dispatched_at < start:
+        for request in self._in_flight():
+            if e2e_bound is not None and request.age > e2e_bound:
+                live.setdefault("e2e", []).append(request.age)
+            if not request.streams:
                 continue
-            age = now - dispatched_at
-            if e2e_bound is not None and age > e2e_bound:
-                live.setdefault("e2e", []).append(age)
-            if progress is None:
+            if not request.first_token:
+                if ttft_bound is not None and request.age > ttft_bound:
+                    live.setdefault("ttft", []).append(request.age)
                 continue
-            first = progress.first_at
-            if first is None:
-                if ttft_bound is not None and age > ttft_bound:
-                    live.setdefault("ttft", []).append(age)
-                continue
-            per_event_pace = pace(progress, now)
-            if per_event_pace is not None:
+            if request.pace is not None:
                 if size is None:
-                    per_event.append(per_event_pace)
+                    per_event.append(request.pace)
                 else:
-                    live.setdefault("tpot", []).append(per_event_pace / size)
+                    live.setdefault("tpot", []).append(request.pace / size)
         target = self.sla.tpot_p90
         if per_event and target is not None and _rank(sorted(per_event), 0.9) <= target:
             live["tpot"] = per_event  # even at one token an event, within target
@@ -280,20 +284,32 @@ class Evidence:
         """Per signal, the value of every request sent since the epoch began, in the order they were
         sent, infinite for those in flight that have not measured it (requests that failed are not
         in it; see the module doc)."""
-        start, now = self._window.epoch_start, self._clock()
         size = self._event_size.value or 1.0
         sent = {signal: self._window.by_dispatch(signal) for signal in SIGNALS}
-        for dispatched_at, progress in self._sent.values():
-            if dispatched_at < start:
+        for request in self._in_flight():
+            at = request.dispatched_at
+            sent["e2e"].append((at, math.inf))
+            if not request.streams:
                 continue
-            sent["e2e"].append((dispatched_at, math.inf))
-            if progress is None:
-                continue
-            if progress.first_at is None:  # a first token goes to the window as it comes
-                sent["ttft"].append((dispatched_at, math.inf))
-            per_event = pace(progress, now)
-            sent["tpot"].append((dispatched_at, math.inf if per_event is None else per_event / size))
+            if not request.first_token:  # a first token goes to the window as it comes
+                sent["ttft"].append((at, math.inf))
+            sent["tpot"].append((at, math.inf if request.pace is None else request.pace / size))
         return {signal: [value for _, value in sorted(pairs)] for signal, pairs in sent.items() if pairs}
+
+    def _in_flight(self) -> list[LiveRequest]:
+        """This epoch's requests in flight, as the clock reads now: what `live` and `cohorts` read."""
+        start, now = self._window.epoch_start, self._clock()
+        return [
+            LiveRequest(
+                dispatched_at,
+                now - dispatched_at,
+                progress is not None,
+                progress is not None and progress.first_at is not None,
+                None if progress is None or progress.first_at is None else pace(progress, now),
+            )
+            for dispatched_at, progress in self._sent.values()
+            if dispatched_at >= start
+        ]
 
     def per_token_values(self, newest: int | None = None) -> list[float]:
         """Sorted e2e seconds per output token of the newest finished requests with output."""
