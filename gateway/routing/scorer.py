@@ -92,14 +92,20 @@ class IndexReport(NamedTuple):
 
 
 def allowed(loads: Sequence[Load], imbalance: float) -> list[int]:
-    """Indexes of the open backends that may take one more request under the bound."""
-    open_ = [i for i, load in enumerate(loads) if load.open and load.limit > 0]
-    if not open_:
-        return []
+    """Indexes of the open backends that may take one more request under the bound: a lone open
+    backend always may (within the bound, or the least loaded after it either way)."""
+    open_: list[int] = []
+    inflight = limit = 0
+    for i, load in enumerate(loads):
+        inflight += load.inflight
+        limit += load.limit
+        if load.open and load.limit > 0:
+            open_.append(i)
+    if len(open_) <= 1:
+        return open_
     after = [(loads[i].inflight + 1) / loads[i].limit for i in open_]
-    mean = (sum(load.inflight for load in loads) + 1) / sum(load.limit for load in loads)
     # The small slack keeps float error (1.2 * 10 / 20 = 0.6000000000000001) from refusing a request.
-    bound = (1.0 + imbalance) * mean * (1 + 1e-9)
+    bound = (1.0 + imbalance) * (inflight + 1) / limit * (1 + 1e-9)
     within = [i for i, u in zip(open_, after, strict=True) if u <= bound]
     if within:
         return within
