@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Generic
 
 from gateway.admission.advice import RetryAdvice
@@ -102,12 +101,12 @@ class Shedding(Generic[L]):
         explicit = ticket.timeout is not None or ticket.tenant in self.tenant_timeouts
         budget = self.budget(ticket.tenant)
         if budget is None:
-            return replace(ticket, patient=False, wait=asked)
+            return ticket.decided(patient=False, wait=asked)
         if explicit and asked > budget:
-            return replace(ticket, patient=True, wait=asked)
+            return ticket.decided(patient=True, wait=asked)
         if explicit and asked < budget:
-            return replace(ticket, patient=False, wait=asked)
-        return replace(ticket, patient=False, wait=budget, budgeted=True)
+            return ticket.decided(patient=False, wait=asked)
+        return ticket.decided(patient=False, wait=budget, budgeted=True)
 
     def budget(self, tenant: str | None = None) -> float | None:
         """Seconds an interactive request of `tenant` arriving now may wait (None: no target counts
