@@ -261,6 +261,7 @@ class Upstream:
         idle = self._timeouts.idle
         deadlines = self._deadlines
         on_tokens = relay.on_tokens if stats is not None else None
+        more = True
         async for chunk in resp.chunks():
             if stats is not None:
                 stats.feed(chunk, clock())
@@ -271,9 +272,11 @@ class Upstream:
                     on_tokens(stats.tokens)
             else:
                 relay.tail = (relay.tail + chunk)[-512:]
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            more = not resp.at_eof()  # the answer's last chunk ends the response: no empty send after
+            await send({"type": "http.response.body", "body": chunk, "more_body": more})
             deadlines.set(deadline, loop_time() + idle)
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if more:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     def _finished(self, relay: _Relay, stats: StreamStats | None, dispatched: float) -> Exchange:
         end = self._clock()
