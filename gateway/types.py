@@ -83,11 +83,11 @@ class SLA:
     def met_by(self, sample: Sample) -> bool:
         """Whether every latency `sample` measured is at or under its target (one it could not
         measure, a non-streaming answer's TTFT, is not judged): its tokens count as goodput."""
-        return (
-            _within(sample.ttft, self.ttft_p90)
-            and _within(sample.tpot, self.tpot_p90)
-            and _within(sample.e2e, self.e2e_p90)
-        )
+        return self.met(sample.ttft, sample.tpot, sample.e2e)
+
+    def met(self, ttft: float | None, tpot: float | None, e2e: float | None) -> bool:
+        """`met_by` on the three latencies themselves (None: not measured, not judged)."""
+        return _within(ttft, self.ttft_p90) and _within(tpot, self.tpot_p90) and _within(e2e, self.e2e_p90)
 
 
 def _within(value: float | None, target: float | None) -> bool:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gateway.types import SLA, Clock, Sample
+from gateway.types import SLA, Clock
 
 WINDOW_SECONDS = 60.0
 WINDOW_MAX = 2000
@@ -58,8 +58,7 @@ class ClientSLA(Collector):
             result = "missed"
         else:
             ttft = None if first_token_at is None else first_token_at - arrived
-            seen = Sample(dispatched_at=arrived, e2e=now - arrived, ttft=ttft, tpot=tpot)
-            result = "met" if sla.met_by(seen) else "missed"
+            result = "met" if sla.met(ttft, tpot, now - arrived) else "missed"
             if ttft is not None:
                 window = self._ttfts.setdefault(model, deque(maxlen=WINDOW_MAX))
                 window.append((now, ttft))
