@@ -274,7 +274,8 @@ class Upstream:
                 relay.tail = (relay.tail + chunk)[-512:]
             more = not resp.at_eof()  # the answer's last chunk ends the response: no empty send after
             await send({"type": "http.response.body", "body": chunk, "more_body": more})
-            deadlines.set(deadline, loop_time() + idle)
+            if more:
+                deadlines.set(deadline, loop_time() + idle)
         if more:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
