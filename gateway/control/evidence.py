@@ -33,19 +33,14 @@ finished (e2e). The values finished so far are a biased sample of a limit's late
 first; the requests sent first, whatever they take, are not (gateway.control.algorithms.sla.verdicts
 reads the P90 of the longest such prefix with the unmeasured ones as the slowest).
 
-k is the output tokens an event carries. vLLM sends one event per token until its front end falls
-behind; then it merges a stream's pending deltas into one event (v1 `RequestOutputCollector`), so
-on a busy host an event carries several tokens, and a pace per event would read TPOT k times too
-slow: misses at limits that meet the target. A stream's token count is known only when it ends
-(from `usage`), so k is learned from finished streams, `TokensPerEvent`: their tokens over their
-events, each stream's weight decaying by 1 - 1/`EVENT_MEMORY` per stream after it. Until a stream
-has finished k is unknown, and the pace per event is an upper bound of the pace per token (k >= 1):
-the paces count only while their P90 is within the TPOT target, which the true P90 then is too. Read
-as the pace per token they would read a fresh gateway's first streams k times too slow, a miss
-before any evidence of k arrived; not counted at all, a fresh gateway would wait for whole answers
-before its first raise, with requests waiting in its queue. Where clients do not ask for
-`usage` a stream's tokens are its events and k is 1: the pace is then per event, as the finished
-requests' TPOT is.
+k is the output tokens an event carries, learned from finished streams (gateway.control.event_size):
+a pace per event over k is a pace per token, a TPOT. Until a stream has finished k is unknown, and
+the pace per event is an upper bound of the pace per token (k >= 1): the paces count only while
+their P90 is within the TPOT target, which the true P90 then is too. Read as the pace per token
+they would read a fresh gateway's first streams k times too slow, a miss before any evidence of k
+arrived; not counted at all, a fresh gateway would wait for whole answers before its first raise,
+with requests waiting in its queue. Where clients do not ask for `usage` a stream's tokens are its
+events and k is 1: the pace is then per event, as the finished requests' TPOT is.
 
 Percentiles are nearest-rank P90 and P50 per signal over the newest `newest` finished values plus
 the live ones; counts are per signal, because signals arrive at different times (TTFT at the first
@@ -77,12 +72,11 @@ from collections.abc import Hashable
 from typing import NamedTuple
 
 from gateway.control.bounds import BurstBounds, Watched
+from gateway.control.event_size import TokensPerEvent
 from gateway.control.pace import pace
 from gateway.control.window import SampleWindow, nearest_rank
 from gateway.types import SIGNALS, SLA, Clock, EngineStats, Sample, Signal, StreamProgress
 
-EVENT_MEMORY = 50
-"""Finished streams the tokens-per-event estimate mostly rests on."""
 E2E_OVERDUE = 2.0
 """A request in flight counts as an e2e value once its age is this multiple of the e2e target."""
 STAND_INS: tuple[Signal, ...] = ("ttft", "tpot")
@@ -108,26 +102,6 @@ class LiveRequest(NamedTuple):
     """A stream whose first token arrived."""
     pace: float | None
     """Its seconds per event so far (gateway.control.pace), None before it has enough events."""
-
-
-class TokensPerEvent:
-    """Output tokens per stream event, learned from finished streams: decayed sums of their tokens
-    over decayed sums of their events (None before any stream finished)."""
-
-    def __init__(self, memory: int = EVENT_MEMORY) -> None:
-        self._keep = 1.0 - 1.0 / memory
-        self._tokens = 0.0
-        self._events = 0.0
-
-    def learn(self, events: int, tokens: int) -> None:
-        """A stream ended after `events` output events carrying `tokens` tokens."""
-        if events > 0 and tokens > 0:
-            self._tokens = self._keep * self._tokens + tokens
-            self._events = self._keep * self._events + events
-
-    @property
-    def value(self) -> float | None:
-        return self._tokens / self._events if self._events > 0 else None
 
 
 class Evidence:

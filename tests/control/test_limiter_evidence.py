@@ -5,7 +5,7 @@ import math
 import pytest
 from limiter_helpers import Progress
 
-from gateway.control.evidence import E2E_OVERDUE, EVENT_MEMORY, Evidence, TokensPerEvent
+from gateway.control.evidence import E2E_OVERDUE, Evidence
 from gateway.control.pace import PARTIAL_MIN_EVENTS
 from gateway.types import SLA, EngineStats, Sample
 from tests.clock import FakeClock
@@ -150,24 +150,6 @@ def test_without_usage_a_streams_tokens_are_its_events() -> None:
     stream(ev, "done", clock.now, 0.06, 20)
     ev.finish("done", Sample(dispatched_at=clock.now, e2e=1.3, tpot=0.06, output_tokens=20))
     assert ev.tokens_per_event == 1.0
-
-
-def test_tokens_per_event_follow_the_newest_streams() -> None:
-    size = TokensPerEvent()
-    assert size.value is None  # nothing finished yet
-    size.learn(0, 5)  # a stream with no events teaches nothing
-    size.learn(10, 0)
-    assert size.value is None
-    for _ in range(EVENT_MEMORY):
-        size.learn(10, 40)
-    for _ in range(3 * EVENT_MEMORY):
-        size.learn(10, 10)  # the front end caught up
-    # Decayed sums, each stream's weight kept at 1 - 1/memory per stream after it.
-    keep = 1 - 1 / EVENT_MEMORY
-    old = sum(keep**i for i in range(EVENT_MEMORY)) * keep ** (3 * EVENT_MEMORY)
-    new = sum(keep**i for i in range(3 * EVENT_MEMORY))
-    assert size.value == pytest.approx((40 * old + 10 * new) / (10 * old + 10 * new))
-    assert 1.05 < size.value < 1.15  # mostly the newest streams'
 
 
 def test_requests_sent_before_the_epoch_do_not_count() -> None:
