@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -57,7 +58,12 @@ class HistogramSeries:
         self.sum += value
 
 
-class _Family(Collector):
+S = TypeVar("S", CounterSeries, HistogramSeries)
+
+
+class _Family(Collector, Generic[S]):
+    """A metric family of the event loop: one series of type S per label set, made on first use."""
+
     def __init__(
         self,
         name: str,
@@ -70,21 +76,29 @@ class _Family(Collector):
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
         self._clock = clock
+        self._series: dict[tuple[str, ...], S] = {}
         registry.register(self)
+
+    def labels(self, *values: str) -> S:
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values!r}")
+            series = self._series[values] = self._new(self._clock())
+        return series
 
     def describe(self) -> Iterator[Metric]:
         """The family without samples: what a registry checks names against."""
         yield self._family()
 
+    def _new(self, created: float) -> S:
+        raise NotImplementedError
+
     def _family(self) -> Metric:
         raise NotImplementedError
 
-    def _check(self, values: tuple[str, ...]) -> None:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values!r}")
 
-
-class LoopCounter(_Family):
+class LoopCounter(_Family[CounterSeries]):
     """A counter of the event loop; `labels(*values)` gives one series to `inc`."""
 
     def __init__(
@@ -96,15 +110,10 @@ class LoopCounter(_Family):
         registry: CollectorRegistry,
         clock: Clock = time.time,
     ) -> None:
-        self._series: dict[tuple[str, ...], CounterSeries] = {}
         super().__init__(name, documentation, labelnames, registry, clock)
 
-    def labels(self, *values: str) -> CounterSeries:
-        series = self._series.get(values)
-        if series is None:
-            self._check(values)
-            series = self._series[values] = CounterSeries(self._clock())
-        return series
+    def _new(self, created: float) -> CounterSeries:
+        return CounterSeries(created)
 
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -116,7 +125,7 @@ class LoopCounter(_Family):
         yield family
 
 
-class LoopHistogram(_Family):
+class LoopHistogram(_Family[HistogramSeries]):
     """A histogram of the event loop over `buckets` (upper bounds, +Inf added); with no labels it
     is one series, observed through `observe`."""
 
@@ -135,16 +144,11 @@ class LoopHistogram(_Family):
             raise ValueError(f"{name}: buckets must be increasing, got {buckets!r}")
         self._bounds = bounds
         self._les = [*(floatToGoString(b) for b in bounds), "+Inf"]  # type: ignore[no-untyped-call]
-        self._series: dict[tuple[str, ...], HistogramSeries] = {}
         super().__init__(name, documentation, labelnames, registry, clock)
         self._only = None if self.labelnames else self.labels()
 
-    def labels(self, *values: str) -> HistogramSeries:
-        series = self._series.get(values)
-        if series is None:
-            self._check(values)
-            series = self._series[values] = HistogramSeries(self._bounds, self._clock())
-        return series
+    def _new(self, created: float) -> HistogramSeries:
+        return HistogramSeries(self._bounds, created)
 
     def observe(self, value: float) -> None:
         """Observe `value` on a histogram without labels."""
