@@ -139,7 +139,13 @@ class GoodputLimit:
         return decide(obs, obs.limit, "steady", f"{text}: neither test decides at {alpha:g}")
 
     def _until(self, obs: Observation) -> float:
-        return obs.now + self.params.memory * self.tau
+        return obs.now + self._memory()
+
+    def _memory(self) -> float:
+        return self.params.memory * self.tau
+
+    def _fail(self, obs: Observation, missed_by: float) -> None:
+        self.model.fail(obs.limit, missed_by, obs.now, self._memory())
 
     # -- over target: cut --------------------------------------------------------------------
 
@@ -149,7 +155,7 @@ class GoodputLimit:
         text = f"{count.k} of {count.n} over target (P90 {r:.2f}x)"
         if model.probe is not None:
             base, model.probe = model.probe.limit, None
-            model.fail(limit, r, self._until(obs))
+            self._fail(obs, r)
             return decide(obs, base, "p90_over_target", f"{text}: the probe from {base} is undone")
         settled = obs.since_change >= self.tau
         if self._last_move is Direction.DOWN and not settled:
@@ -181,7 +187,7 @@ class GoodputLimit:
         ):
             # They lower it, but along a line that meets the target at no limit there is.
             return self._infeasible(obs, anchor[0], count, signal)
-        model.fail(limit, r, self._until(obs))
+        self._fail(obs, r)
         wanted = max(limit * self.params.max_decrease, model.aim(limit, r))
         return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: to {wanted:.0f}")
 
@@ -192,7 +198,7 @@ class GoodputLimit:
         floor = {s: v for s, v in model.lowest.items() if v > targets.get(s, float("inf"))}
         model.floor = Floor(back, floor)
         model.end_cuts()
-        model.bad = None
+        model.bad = model.strikes = None
         text = ", ".join(f"{s} {v:.3f}s" for s, v in floor.items())
         detail = f"{signal} no lower at {obs.limit} ({low.k}/{low.n} over) than at {back}: floor {text}"
         return decide(obs, back, "sla_infeasible", detail, floor)
@@ -221,6 +227,7 @@ class GoodputLimit:
 
     def _under(self, obs: Observation, epoch: Epoch, r: float) -> Decision:
         model, limit = self.model, obs.limit
+        model.met(limit)
         if model.probe is not None:
             return self._probe(obs, epoch, epoch.goodput, r)
         queue = math.floor(epoch.queue)
@@ -249,7 +256,7 @@ class GoodputLimit:
                 return decide(obs, limit, "probing", f"measuring {limit} against {model.probe.limit}")
             base, model.probe = model.probe, None
             if not ev.gained(meter, base.meter, self.params.alpha):
-                model.fail(limit, 1.0, self._until(obs))
+                self._fail(obs, 1.0)
                 return decide(
                     obs,
                     base.limit,

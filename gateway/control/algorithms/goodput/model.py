@@ -11,8 +11,8 @@ saturation cap, the limit a probe started from, and a latency floor.
 - The saturation cap: past it a raise adds only queue, so a raise there must prove a gain. It is
   the least of what the engine ran when it queued the gateway's requests (vLLM's
   num_requests_waiting > 0 means the limit is past the batch it runs), the requests the KV cache
-  holds plus those the engine does not yet hold, and a probe that gained nothing; remembered for
-  `memory` turnovers.
+  holds plus those the engine does not yet hold, and the last limit that failed; remembered for
+  `memory` turnovers, a limit that fails again twice as long each time (`Model.fail`).
 - The floor: when halving the limit did not lower the miss share significantly, latency is not
   the limit's to control; the limit holds where it was, and the P90s that stayed are reported,
   until the SLA is met.
@@ -85,6 +85,17 @@ class Probe:
     meter: RateMeter
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A limit that missed the SLA or gained nothing, by how much (P90/target, 1 for no gain), until
+    when it is remembered, and how many times in a row the limit failed (`times`)."""
+
+    limit: int
+    missed_by: float
+    until: float
+    times: int = 1
+
+
 @dataclass(slots=True)
 class Floor:
     limit: int
@@ -96,9 +107,11 @@ class Model:
     cap: float = math.inf
     """The engine's batch: what it ran when it queued the gateway's requests."""
     cap_until: float = -math.inf
-    bad: tuple[int, float, float] | None = None
-    """The lowest limit that missed the SLA or gained nothing, the P90/target it missed by (1
-    for no gain), and until when it is remembered."""
+    bad: Failure | None = None
+    """The lowest limit that failed, while it is remembered."""
+    strikes: Failure | None = None
+    """The last failure, kept past its memory: a limit that fails again is remembered twice as
+    long (`fail`)."""
     probe: Probe | None = None
     anchor: tuple[int, Signal, list[float]] | None = None
     """The limit a run of cuts began at, the signal that missed there, and its values."""
@@ -153,13 +166,16 @@ class Model:
         """The remembered failure, unless it expired or the latency now shows it would meet the
         SLA: latency grows at most in proportion to the limit (Little's law past the knee, less
         below it), so at the failed limit B it is at most r B / L of the target now."""
-        if self.bad is None:
+        bad = self.bad
+        if bad is None:
             return None
-        limit, missed_by, until = self.bad
-        if obs.now >= until or (missed_by > 1.0 and r * limit / obs.limit < 1.0):
+        if bad.missed_by > 1.0 and r * bad.limit / obs.limit < 1.0:
+            self.bad = self.strikes = None
+            return None
+        if obs.now >= bad.until:
             self.bad = None
             return None
-        return limit
+        return bad.limit
 
     def saturated_at(self, limit: float, now: float, until: float) -> None:
         """The engine queued the gateway's requests at `limit`: free growth stops there."""
@@ -168,9 +184,23 @@ class Model:
         self.cap = min(self.cap, limit)
         self.cap_until = until
 
-    def fail(self, limit: int, missed_by: float, until: float) -> None:
-        if self.bad is None or limit <= self.bad[0]:
-            self.bad = (limit, missed_by, until)
+    def fail(self, limit: int, missed_by: float, now: float, memory: float) -> None:
+        """`limit` failed at `now`: remember it for `memory` seconds, doubled for each time in a
+        row a limit at least as high failed before (exponential backoff, as TCP's retransmission
+        timer): a retry of a limit that fails costs a turnover of misses, so one that keeps
+        failing is tried ever more rarely, while a single failure, maybe noise, is tried soon."""
+        last = self.strikes
+        times = last.times + 1 if last is not None and limit >= last.limit else 1
+        failure = Failure(limit, missed_by, now + memory * 2 ** (times - 1), times)
+        if self.bad is None or limit <= self.bad.limit:
+            self.bad = self.strikes = failure
+
+    def met(self, limit: int) -> None:
+        """The SLA is shown met at `limit`: the latency failures at or below it are no longer in a
+        row (one of no gain is not a latency's, and stands)."""
+        strikes = self.strikes
+        if strikes is not None and strikes.missed_by > 1.0 and limit >= strikes.limit:
+            self.strikes = None
 
     def seen(self, p90: dict[Signal, float]) -> None:
         for signal, value in p90.items():

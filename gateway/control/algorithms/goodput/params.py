@@ -29,7 +29,8 @@ class GoodputParams:
     settle: float = param(1.0, 0.0)
     """Turnovers after a change before its rate counts: the requests admitted before it are gone."""
     memory: float = param(20.0, 0.0)
-    """Turnovers a failed probe or the engine's batch is remembered, then tried again."""
+    """Turnovers a failed limit or the engine's batch is remembered, then tried again; a limit
+    that fails again is remembered twice as long each time (gc.model `Model.fail`)."""
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, object]) -> GoodputParams:
