@@ -41,8 +41,9 @@ goes at least to L / r and at most to beta L (multiplicative decrease). Past the
 raise adds only queue unless it shows a gain beyond its noise, as BBR keeps a bandwidth probe
 only on a measured rise. Where halving the limit does not lower latency enough to meet the
 target, latency is not the limit's: cutting on would only starve the engine.
-Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681); BBR (Cardwell et
-al., 2016); the secant method; the Mann-Whitney U test; vLLM's num_requests_waiting.
+Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681) and its timer's
+backoff (RFC 6298); BBR (Cardwell et al., 2016); the secant method; the Mann-Whitney U test;
+vLLM's num_requests_waiting.
 """
 
 from __future__ import annotations
