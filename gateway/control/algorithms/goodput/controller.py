@@ -13,9 +13,9 @@ through the last two limits meets the target (gc.model `Model.aim`):
     some signal misses more than 1/10 at alpha:
         a probe is pending                           L <- its base              p90_over_target
         the last cut is under a turnover old         hold                       insufficient_samples
-        L <= half the limit B the cuts began at:
-            its values not lower at alpha (Mann-Whitney), on as many values, a turnover on, or
-            lower along a line that meets the target below the floor limit
+        L <= half the first limit H below B the run cut from (B the limit it began at):
+            its values not lower than H's at alpha (Mann-Whitney), on as many values, a
+            turnover on, or lower along a line that meets the target below the floor limit
                                                      L <- B, held               sla_infeasible
             not lower, on fewer values               hold                       insufficient_samples
         L at the floor limit, a turnover measured    as above                   sla_infeasible
@@ -40,7 +40,9 @@ finds the target where a > 0, an extrapolation trusted m-fold per turnover of ev
 goes at least to L / r and at most to beta L (multiplicative decrease). Past the saturation cap a
 raise adds only queue unless it shows a gain beyond its noise, as BBR keeps a bandwidth probe
 only on a measured rise. Where halving the limit does not lower latency enough to meet the
-target, latency is not the limit's: cutting on would only starve the engine.
+target, latency is not the limit's: cutting on would only starve the engine; the halving is
+judged between two limits read since the cuts began, so an engine that slowed as they began is
+not taken for a floor.
 Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681) and its timer's
 backoff (RFC 6298); BBR (Cardwell et al., 2016); the secant method; the Mann-Whitney U test;
 vLLM's num_requests_waiting.
@@ -171,23 +173,28 @@ class GoodputLimit:
             # No run of cuts yet, or latency rose since it began: conditions changed, start anew.
             # Once the cuts have halved the limit, a rise is only another answer that cutting
             # does not lower the latency.
-            model.anchor = (limit, signal, values)
+            model.anchor, model.reference = (limit, signal, values), None
         elif limit <= obs.floor and settled:
             # Over target at the lowest limit there is: no limit meets the SLA.
             return self._infeasible(obs, anchor[0], count, signal)
-        elif halved and not ev.lower(values, anchor[2], self.params.alpha):
-            # Past half, cut on only where the cuts are shown to lower the latency.
-            if settled and ev.no_lower(values, anchor[2], self.params.alpha):
+        elif model.reference is not None and limit <= model.reference[0] / 2:
+            # Past half, cut on only where the cuts are shown to lower the latency: this limit
+            # against the first the run reached, twice as high, both read since the run began,
+            # so that an engine that slowed as it began does not read as a floor.
+            above, at_above = model.reference
+            if not ev.lower(values, at_above, self.params.alpha):
+                if settled and ev.no_lower(values, at_above, self.params.alpha):
+                    return self._infeasible(obs, anchor[0], count, signal)
+                return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
+            if (
+                settled
+                and len(values) >= len(at_above)
+                and ev.reach(above, at_above, limit, values, target) < max(1, obs.floor)
+            ):
+                # They lower it, but along a line that meets the target at no limit there is.
                 return self._infeasible(obs, anchor[0], count, signal)
-            return decide(obs, limit, "insufficient_samples", f"{text}: do cuts lower the latency?")
-        elif (
-            halved
-            and settled
-            and len(values) >= len(anchor[2])
-            and ev.reach(anchor[0], anchor[2], limit, values, target) < max(1, obs.floor)
-        ):
-            # They lower it, but along a line that meets the target at no limit there is.
-            return self._infeasible(obs, anchor[0], count, signal)
+        if model.anchor is not None and limit < model.anchor[0] and model.reference is None:
+            model.reference = (limit, values)
         self._fail(obs, r)
         wanted = max(limit * self.params.max_decrease, model.aim(limit, r))
         return decide(obs, min(limit - 1, math.floor(wanted)), "p90_over_target", f"{text}: to {wanted:.0f}")

@@ -115,6 +115,9 @@ class Model:
     probe: Probe | None = None
     anchor: tuple[int, Signal, list[float]] | None = None
     """The limit a run of cuts began at, the signal that missed there, and its values."""
+    reference: tuple[int, list[float]] | None = None
+    """The first limit under the anchor that the run of cuts cut from, and its values: what a
+    halving from there is compared with, both read since the run began."""
     lowest: dict[Signal, float] = field(default_factory=dict)
     """The lowest P90 per signal seen since the run of cuts began."""
     floor: Floor | None = None
@@ -207,5 +210,5 @@ class Model:
             self.lowest[signal] = min(value, self.lowest.get(signal, math.inf))
 
     def end_cuts(self) -> None:
-        self.anchor = None
+        self.anchor = self.reference = None
         self.lowest = {}

@@ -99,3 +99,20 @@ def test_never_below_the_floor_nor_above_the_ceiling(
         )
         assert floor <= d.limit <= 300
         limit = d.limit
+
+
+def test_a_floor_is_proven_by_a_halving_within_the_run_of_cuts() -> None:
+    # TPOT 2.5x the target at 12 and again at 6: cut in half and no lower, as when the engine
+    # slows down just as the cuts begin. The 6 is compared with values read before the run, so it
+    # proves nothing; a floor needs a halving from a limit read within the run (6 -> 3).
+    algo = GoodputLimit(SLA_)
+    over = [0.125] * 40
+
+    def at(limit: int, now: float, tpot: list[float]) -> str:
+        d = algo.update(obs_with(limit, [0.01] * 40, tpot, now=now, since_change=10.0))
+        return f"{d.reason}@{d.limit}"
+
+    assert at(12, 100.0, over) == "p90_over_target@6"
+    assert at(6, 110.0, over) == "p90_over_target@3"
+    # At 3 no lower than at 6: latency is not the limit's; back to where the cuts began.
+    assert at(3, 120.0, over) == "sla_infeasible@12"
