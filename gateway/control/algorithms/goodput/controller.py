@@ -30,6 +30,8 @@ through the last two limits meets the target (gc.model `Model.aim`):
         L < C                                        L <- min(C, max(min(L / r, m L),
                                                        min(A, L m^(age / tau))))  headroom
         L >= C, L's rate measured                    L <- L (1 + s), a probe    probe
+    the burst of B that began the epoch shows every signal it measured under, B > L:
+                                                     L <- min(C, B)             headroom
     otherwise                                        hold                       steady
 
 Why: P90 <= T is P(miss) <= 1/10, so the direction is a binomial test on the share of misses,
@@ -42,7 +44,8 @@ raise adds only queue unless it shows a gain beyond its noise, as BBR keeps a ba
 only on a measured rise. Where halving the limit does not lower latency enough to meet the
 target, latency is not the limit's: cutting on would only starve the engine; the halving is
 judged between two limits read since the cuts began, so an engine that slowed as they began is
-not taken for a floor.
+not taken for a floor. Requests sent together prefill together, so a burst in flight at once bounds
+from above what as many measure when arrivals spread out: one that met the SLA shows its size does.
 Sources: Little (1961); TCP's slow start and multiplicative decrease (RFC 5681) and its timer's
 backoff (RFC 6298); BBR (Cardwell et al., 2016); the secant method; the Mann-Whitney U test;
 vLLM's num_requests_waiting.
@@ -138,6 +141,8 @@ class GoodputLimit:
             self.model.end_cuts()
         if met:
             return self._under(obs, epoch, r)
+        if (size := ev.burst(obs, self.sla, alpha)) is not None and (d := self._burst(obs, size)):
+            return d
         text = ", ".join(f"{s} {c.k} of {c.n} over" for s, c in counts.items()) or "no values"
         return decide(obs, obs.limit, "steady", f"{text}: neither test decides at {alpha:g}")
 
@@ -255,6 +260,15 @@ class GoodputLimit:
             wanted = max(limit + 1, math.floor(min(cap, max(safe, trusted))))
             return decide(obs, wanted, "headroom", f"P90 {r:.2f}x target, below the cap {cap:g}")
         return self._probe(obs, epoch, epoch.goodput, r)
+
+    def _burst(self, obs: Observation, size: int) -> Decision | None:
+        """A burst of `size` requests in flight at once met the SLA: the limit goes there, up to
+        the saturation cap (None where that is no raise)."""
+        cap = self.model.saturation(obs, 1.0)
+        wanted = math.floor(min(cap, size))
+        if wanted <= obs.limit:
+            return None
+        return decide(obs, wanted, "headroom", f"a burst of {size} met the SLA, below the cap {cap:g}")
 
     def _probe(self, obs: Observation, epoch: Epoch, meter: ev.RateMeter, r: float) -> Decision:
         """Past the cap: raise by `probe_step`, and keep the raise only on a gain beyond the noise."""

@@ -56,6 +56,25 @@ def counts(obs: Observation, sla: SLA) -> dict[Signal, Count]:
     return out
 
 
+def burst(obs: Observation, sla: SLA, alpha: float) -> int | None:
+    """The size of the burst that began the epoch, where what its requests measured shows every SLA
+    signal it measures under target at `alpha`; else None.
+
+    Requests sent together prefill together, so their latency bounds from above what as many in
+    flight measure once arrivals spread out (gateway.control.bounds), and a request that has not
+    measured a signal yet counts as a miss: the limit may go to the burst's size. Never a cut: an
+    upper bound shows no miss."""
+    size = 0
+    for signal, target in sla.targets().items():
+        values = obs.bounds.get(signal)
+        if not values:
+            continue
+        if not under(Count(len(values), sum(1 for v in values if v > target)), alpha):
+            return None
+        size = max(size, len(values))
+    return size or None
+
+
 def over(c: Count, alpha: float) -> bool:
     """The values show, at `alpha`, that more than a tenth miss: the P90 is over target.
 

@@ -3,9 +3,10 @@ saturation cap, the limit a probe started from, and a latency floor.
 
 - `Epoch`: the current limit's evidence. Its rate counts from `settle` turnovers after the change
   (Little's law: the requests admitted before it are gone after about one end-to-end latency), and
-  it keeps the mean of the engine's queue of the gateway's own requests. While the limit holds,
-  its rate also tells the engine's pace: by Little's law at a held limit latency moves inversely
-  with it, so a change beyond the noise rescales the epoch's older values (`pace`).
+  it keeps the mean of the engine's queue of the gateway's own requests while they were within it.
+  While the limit holds, its rate also tells the engine's pace: by Little's law at a held limit
+  latency moves inversely with it, so a change beyond the noise rescales the epoch's older values
+  (`pace`).
 - The latency line: W = a + b L through the last two limits' P90s (`aim`), where they meet the
   target; through the origin (Little's law past the knee) with one.
 - The saturation cap: past it a raise adds only queue, so a raise there must prove a gain. It is
@@ -36,6 +37,7 @@ class Epoch:
         self.rate = RateMeter()
         self.goodput = RateMeter()
         self._queue = 0.0
+        self._queue_ticks = 0
         self._ticks = 0
         self.interval = 1.0
         """Seconds per tick."""
@@ -45,7 +47,9 @@ class Epoch:
     def add(self, obs: Observation, settle_at: float) -> None:
         """Count this tick's queue, and its tokens once the limit has settled: all of them, and
         those of requests that met every target (the share of the tokens answered that met)."""
-        self._queue += engine_queue(obs)
+        if obs.peak_inflight <= self.limit:
+            self._queue += engine_queue(obs)
+            self._queue_ticks += 1
         self._ticks += 1
         self.interval = max(obs.interval, 1e-3)
         if obs.now - obs.interval >= settle_at:
@@ -55,8 +59,10 @@ class Epoch:
 
     @property
     def queue(self) -> float:
-        """The mean number of the gateway's requests waiting in the engine's queue."""
-        return self._queue / self._ticks if self._ticks else 0.0
+        """The mean number of the gateway's requests waiting in the engine's queue, over the ticks
+        whose requests in flight were within the limit: more in flight (a burst let in after a quiet
+        spell, a higher limit's requests not yet drained) is not this limit's queue."""
+        return self._queue / self._queue_ticks if self._queue_ticks else 0.0
 
     def turnover(self, obs: Observation) -> float:
         """Little's law, W = L / lambda, over the epoch so far with `obs` counted, lambda the

@@ -116,3 +116,30 @@ def test_a_floor_is_proven_by_a_halving_within_the_run_of_cuts() -> None:
     assert at(6, 110.0, over) == "p90_over_target@3"
     # At 3 no lower than at 6: latency is not the limit's; back to where the cuts began.
     assert at(3, 120.0, over) == "sla_infeasible@12"
+
+
+def test_a_burst_that_met_the_sla_takes_the_limit_to_its_size_and_never_cuts() -> None:
+    # A fresh gateway's first burst: 40 requests in flight at once, the controller's limit at 8,
+    # none of the epoch's own requests sent yet. What the burst measured bounds the latency of 40
+    # in flight from above.
+    def burst(ttft: list[float], tpot: list[float]) -> Observation:
+        return make_obs(
+            limit=8,
+            p90={},
+            values={},
+            counts={},
+            interval=1.0,
+            since_change=1.0,
+            peak_inflight=40,
+            queued=30,
+            bounds={"ttft": ttft, "tpot": tpot},
+        )
+
+    met = GoodputLimit(SLA_).update(burst([0.5] * 40, [0.02] * 40))
+    assert met.limit == 40 and met.reason == "headroom"
+    # Four of 40 not yet started (infinite: they count as misses): a tenth, not shown under.
+    waiting = GoodputLimit(SLA_).update(burst([0.5] * 36 + [float("inf")] * 4, [0.02] * 40))
+    assert waiting.limit == 8
+    # Every one of them over target: an upper bound shows no miss, so the limit holds.
+    slow = GoodputLimit(SLA_).update(burst([3.0] * 40, [0.2] * 40))
+    assert slow.limit == 8

@@ -1,10 +1,11 @@
-"""The `goodput` controller's model: how long a failed limit is kept from (exponential backoff)."""
+"""The `goodput` controller's model: how long a failed limit is kept from (exponential backoff), and
+which of the engine's queue is the limit's own."""
 
 from __future__ import annotations
 
-from limits_helpers import make_obs
+from limits_helpers import engine_stats, make_obs
 
-from gateway.control.algorithms.goodput.model import Model
+from gateway.control.algorithms.goodput.model import Epoch, Model
 
 MEMORY = 20.0
 
@@ -53,3 +54,18 @@ def test_a_probe_that_gained_nothing_is_not_undone_by_meeting_the_sla() -> None:
     model.fail(12, 1.0, 0.0, MEMORY)  # no gain: a throughput failure, not a latency one
     model.met(12)
     assert remembered_for(model, 12, 100.0, at=10) == 2 * MEMORY
+
+
+def test_the_engine_queue_of_a_burst_over_the_limit_is_not_the_limits() -> None:
+    # A fresh gateway's burst of 256 at a limit of 8: the engine queues 68 of them for a second
+    # while it prefills the rest. That says nothing of what 8 in flight queue; 8 in flight then
+    # queued none.
+    epoch = Epoch(8, 0.0)
+    epoch.add(make_obs(limit=8, now=1.0, peak_inflight=256, engine_stats=engine_stats(waiting=68)), 0.0)
+    assert epoch.queue == 0.0
+    for t in (2.0, 3.0):
+        epoch.add(make_obs(limit=8, now=t, peak_inflight=8, engine_stats=engine_stats(waiting=0)), 0.0)
+    assert epoch.queue == 0.0
+    # Within the limit, the engine's queue of our requests is the limit's own.
+    epoch.add(make_obs(limit=8, now=4.0, peak_inflight=8, engine_stats=engine_stats(waiting=3)), 0.0)
+    assert epoch.queue == 1.0
