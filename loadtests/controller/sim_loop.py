@@ -86,6 +86,10 @@ class Scenario:
     arrivals: float = 0.0
     """Open-loop requests per second to the gateway (Poisson), beside any closed-loop clients: they
     arrive whether or not earlier ones finished, and send nothing when they end."""
+    read_first: bool = False
+    """The limiter reads the engine's metrics before the first request, as `llm-gateway serve`
+    does, so a fresh gateway knows the KV cache and lets its first burst in at once; otherwise the
+    first reading comes with the first tick (the tables of docs/benchmarks.md are made so)."""
 
     def after_stalls(self, ready: float) -> float:
         """When a request the front end would hand over at `ready` reaches the engine: at the end
@@ -278,6 +282,8 @@ class Loop:
     def run(self, duration: float) -> Run:
         run = Run(duration)
         events = self.events()
+        if self.limiter is not None and self.scenario.read_first:
+            self.limiter.observe(self.scrape())
         for _ in range(self.clients):
             self.send(self.request(True))
         next_tick = self.interval
