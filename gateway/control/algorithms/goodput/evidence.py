@@ -35,6 +35,11 @@ class Count:
     k: int
     """Of n values, k over the target."""
 
+    @classmethod
+    def of(cls, values: list[float], target: float) -> Count:
+        """How many of `values` are over `target`."""
+        return cls(len(values), sum(1 for v in values if v > target))
+
     @property
     def share(self) -> float:
         return self.k / self.n if self.n else 0.0
@@ -49,7 +54,7 @@ def counts(obs: Observation, sla: SLA) -> dict[Signal, Count]:
     for signal, target in sla.targets().items():
         values = obs.values.get(signal)
         if values:
-            out[signal] = Count(len(values), sum(1 for v in values if v > target))
+            out[signal] = Count.of(values, target)
         elif (p90 := obs.p90.get(signal)) is not None:
             n = obs.counts.get(signal, 0)
             out[signal] = Count(n, n if p90 > target else 0)
@@ -69,7 +74,7 @@ def burst(obs: Observation, sla: SLA, alpha: float) -> int | None:
         values = obs.bounds.get(signal)
         if not values:
             continue
-        if not under(Count(len(values), sum(1 for v in values if v > target)), alpha):
+        if not under(Count.of(values, target), alpha):
             return None
         size = max(size, len(values))
     return size or None

@@ -38,7 +38,6 @@ class Epoch:
         self.goodput = RateMeter()
         self._queue = 0.0
         self._queue_ticks = 0
-        self._ticks = 0
         self.interval = 1.0
         """Seconds per tick."""
         self._finished = 0
@@ -50,7 +49,6 @@ class Epoch:
         if obs.peak_inflight <= self.limit:
             self._queue += engine_queue(obs)
             self._queue_ticks += 1
-        self._ticks += 1
         self.interval = max(obs.interval, 1e-3)
         if obs.now - obs.interval >= settle_at:
             met = 1.0 - obs.missed_tokens / obs.answered_tokens if obs.answered_tokens > 0 else 1.0
